@@ -1,0 +1,21 @@
+# `make demo` and `make test` each set themselves up: uv (installed with pip if missing),
+# then the environment pinned by uv.lock.
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: setup demo test bench
+
+setup:
+	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 \
+		|| python3 -m pip install --quiet --user uv
+	$(UV) sync --locked
+
+demo: setup
+	$(UV) run --locked python -m airflow_iqp.demo
+
+test: setup
+	$(UV) run --locked pytest
+
+bench: setup
+	$(UV) run --locked python benchmarks/planning_speed.py

@@ -1,0 +1,1 @@
+"""airflow-iqp: deadline-bound intermittent queries on Spark, scheduled by Airflow."""

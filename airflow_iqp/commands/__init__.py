@@ -1,0 +1,1 @@
+"""Subcommands of the `iqp` CLI, one module each."""
