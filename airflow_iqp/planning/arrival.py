@@ -1,0 +1,130 @@
+"""Arrival curves: how many tuples of a window have arrived by a time, and when the n-th does.
+
+Tuples are numbered 1..total in arrival order. The planner asks time_of(n) for the release of
+a batch whose newest tuple is n, so both curves answer it in O(1) or O(log points).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from airflow_iqp.planning.cost import largest_fitting
+
+
+class ArrivalCurve(ABC):
+    """Cumulative arrivals of one window's input, a non-decreasing step function of time."""
+
+    total: int
+
+    @abstractmethod
+    def count_at(self, t: float) -> int:
+        """Tuples arrived by time t (inclusive)."""
+
+    @abstractmethod
+    def time_of(self, n: int) -> float:
+        """Earliest time at which n tuples have arrived (the paper's InputTime)."""
+
+    @property
+    def first_arrival(self) -> float:
+        return self.time_of(1) if self.total else math.inf
+
+    def _check_index(self, n: int) -> None:
+        if n > self.total:
+            raise ValueError(f"n = {n} exceeds the {self.total} tuples of this arrival curve")
+
+    @staticmethod
+    def from_points(points: Iterable[Sequence[float]]) -> StepArrival:
+        """(time, cumulative tuples) pairs: count_at(t) is the count of the last point at or before t."""
+        return StepArrival.build(points)
+
+    @staticmethod
+    def fixed_rate(start: float, end: float, total: int) -> FixedRateArrival:
+        """`total` tuples evenly spaced, the first at `start` and the last at `end`."""
+        return FixedRateArrival.build(start, end, total)
+
+
+@dataclass(frozen=True)
+class StepArrival(ArrivalCurve):
+    times: tuple[float, ...]
+    counts: tuple[int, ...]
+    total: int
+
+    @classmethod
+    def build(cls, points: Iterable[Sequence[float]]) -> StepArrival:
+        times: list[float] = []
+        counts: list[int] = []
+        for i, point in enumerate(points):
+            if len(point) != 2:
+                raise ValueError(f"points[{i}] must be a (time, cumulative tuples) pair, got {point!r}")
+            t, c = float(point[0]), point[1]
+            if not math.isfinite(t):
+                raise ValueError(f"points[{i}] time must be finite, got {t!r}")
+            if isinstance(c, float) and not c.is_integer() or not float(c) >= 0:
+                raise ValueError(f"points[{i}] cumulative tuples must be a whole number >= 0, got {c!r}")
+            c = int(c)
+            if times and t <= times[-1]:
+                raise ValueError(f"points[{i}] time {t:g} is not after the previous point's {times[-1]:g}")
+            if counts and c < counts[-1]:
+                raise ValueError(
+                    f"points[{i}] cumulative tuples {c} decrease from the previous point's {counts[-1]}"
+                )
+            if counts and c == counts[-1]:
+                continue  # nothing new arrived: the step function is unchanged
+            times.append(t)
+            counts.append(c)
+        if not times:
+            raise ValueError("points must hold at least one (time, cumulative tuples) pair")
+        return cls(tuple(times), tuple(counts), counts[-1])
+
+    def count_at(self, t: float) -> int:
+        i = bisect.bisect_right(self.times, t) - 1
+        return self.counts[i] if i >= 0 else 0
+
+    def time_of(self, n: int) -> float:
+        if n <= 0:
+            return -math.inf
+        self._check_index(n)
+        return self.times[bisect.bisect_left(self.counts, n)]
+
+
+@dataclass(frozen=True)
+class FixedRateArrival(ArrivalCurve):
+    start: float
+    end: float
+    total: int
+
+    @classmethod
+    def build(cls, start: float, end: float, total: int) -> FixedRateArrival:
+        start, end = float(start), float(end)
+        for name, value in (("start", start), ("end", end)):
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be finite, got {value!r}")
+        if isinstance(total, float) and not total.is_integer() or not total >= 0:
+            raise ValueError(f"total must be a whole number >= 0, got {total!r}")
+        total = int(total)
+        if end < start:
+            raise ValueError(f"end ({end:g}) must not be before start ({start:g})")
+        return cls(start, end, total)
+
+    @property
+    def gap(self) -> float:
+        """Seconds between consecutive tuples."""
+        return (self.end - self.start) / (self.total - 1) if self.total > 1 else 0.0
+
+    def time_of(self, n: int) -> float:
+        if n <= 0:
+            return -math.inf
+        self._check_index(n)
+        return self.end if n == self.total > 1 else self.start + (n - 1) * self.gap
+
+    def count_at(self, t: float) -> int:
+        if self.total == 0 or t < self.start:
+            return 0
+        if t >= self.end:
+            return self.total
+        estimate = int((t - self.start) / self.gap) + 1 if self.gap > 0 else self.total
+        return min(largest_fitting(estimate, lambda n: n <= self.total and self.time_of(n) <= t), self.total)

@@ -1,0 +1,130 @@
+"""MinBatchSize (Section 4): the smallest batch that keeps batching within alpha of one batch.
+
+Small batches keep a non-preemptive scheduler responsive, large ones save overhead. The answer
+is the smallest b whose total cost (N tuples in batches of b, plus the merge of ceil(N/b)
+partials) is within (1 + alpha) of one batch of N, and whose own cost fits in tau_max, the
+longest a batch may block the shared resource. For 10^9 tuples a scan over b is far too slow:
+a monotone lower bound finds where the answer can start, and from there the cost is walked in
+pieces on which it is linear in b, so each piece is settled in O(1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost, largest_fitting
+
+
+@dataclass(frozen=True)
+class MinBatch:
+    size: int
+    cost_ratio: float  # batched cost (with merge) over the single-batch cost
+    alpha_met: bool
+
+    def batches(self, total: int) -> int:
+        return -(-total // self.size)
+
+
+class _BatchedCost:
+    """cost_b(N) + agg(ceil(N/b)) and the pieces on which it is linear in b."""
+
+    def __init__(self, total: int, cost: LinearCost | PiecewiseLinearCost, agg_cost: CostModel | None) -> None:
+        self.total = total
+        self.cost = cost
+        self.agg_cost = agg_cost
+        self.ranges = cost.segments(total)
+
+    def agg(self, batches: int) -> float:
+        return 0.0 if batches <= 1 or self.agg_cost is None else self.agg_cost.cost(batches)
+
+    def __call__(self, b: int) -> float:
+        full, rest = divmod(self.total, b)
+        return full * self.cost.cost(b) + self.cost.cost(rest) + self.agg(full + (rest > 0))
+
+    def range_of(self, n: int) -> tuple[int, int, float, float]:
+        for r in self.ranges:
+            if r[0] <= n <= r[1]:
+                return r
+        raise AssertionError(f"no cost range holds {n}")
+
+    def lower_bound(self, b: int) -> float:
+        """N times the least per-tuple cost of any batch up to b, plus the merge: never above
+        the real cost of batches of b, and non-increasing in b."""
+        per_tuple = math.inf
+        for lo, hi, a, slope in self.ranges:
+            if lo > b:
+                break
+            top = min(hi, b)
+            per_tuple = min(per_tuple, (a + slope * lo) / lo, (a + slope * top) / top)
+        return self.total * per_tuple + self.agg(-(-self.total // b))
+
+    def first_within(self, start: int, stop: int, limit: float) -> int | None:
+        """Smallest b in [start, stop] with cost <= limit, piece by piece."""
+        b = start
+        while b <= stop:
+            full = self.total // b
+            rest = self.total - full * b
+            if rest == 0:
+                if self(b) <= limit:
+                    return b
+                b += 1
+                continue
+            b_lo, b_hi, a_b, s_b = self.range_of(b)
+            r_lo, _, a_r, s_r = self.range_of(rest)
+            # Same number of full batches, same cost range for b and for the remainder.
+            end = min(stop, self.total // full, b_hi, (self.total - r_lo) // full)
+            if end >= b and self._linear_hit(b, end, limit) is not None:
+                return self._linear_hit(b, end, limit)
+            b = max(end, b) + 1
+        return None
+
+    def _linear_hit(self, lo: int, hi: int, limit: float) -> int | None:
+        """On [lo, hi] the cost is linear in b: solve for the crossing, then confirm exactly."""
+        f_lo, f_hi = self(lo), self(hi)
+        if f_lo <= limit:
+            return lo
+        if f_hi > limit or hi == lo:
+            return None
+        slope = (f_hi - f_lo) / (hi - lo)
+        guess = lo + math.ceil((f_lo - limit) / -slope)
+        guess = min(max(guess, lo + 1), hi)
+        fits_before = largest_fitting(hi - guess, lambda d: d <= hi - lo and self(hi - d) <= limit)
+        return hi - fits_before
+
+
+def min_batch_size(
+    *,
+    total: int,
+    cost: LinearCost | PiecewiseLinearCost,
+    agg_cost: CostModel | None = None,
+    alpha: float,
+    tau_max: float,
+) -> MinBatch:
+    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
+        raise ValueError(f"total must be a whole number of tuples >= 1, got {total!r}")
+    if not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha < 0:
+        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+    if not isinstance(tau_max, int | float) or math.isnan(tau_max):
+        raise ValueError(f"tau_max must be a number of seconds, got {tau_max!r}")
+    if cost.cost(1) > tau_max:
+        raise ValueError(
+            f"tau_max ({tau_max:g} s) is below the cost of a single tuple ({cost.cost(1):g} s): no batch fits"
+        )
+    batched = _BatchedCost(total, cost, agg_cost)
+    single = cost.cost(total)
+    limit = (1 + alpha) * single
+    largest = min(total, cost.max_tuples(tau_max))
+
+    def ratio(b: int) -> float:
+        return batched(b) / single if single > 0 else 1.0
+
+    if batched.lower_bound(largest) <= limit:
+        # Smallest b whose lower bound fits: nothing below it can fit.
+        start = largest - largest_fitting(
+            largest - 1, lambda d: d <= largest - 1 and batched.lower_bound(largest - d) <= limit
+        )
+        found = batched.first_within(start, largest, limit)
+        if found is not None:
+            return MinBatch(found, ratio(found), True)
+    return MinBatch(largest, ratio(largest), False)

@@ -1,0 +1,86 @@
+"""plan_single_query: check the input, plan, and explain a deadline that cannot be met."""
+
+from __future__ import annotations
+
+import math
+
+from airflow_iqp.planning.arrival import ArrivalCurve
+from airflow_iqp.planning.cost import CostModel
+from airflow_iqp.planning.greedy import plan_greedy
+from airflow_iqp.planning.optimizer import BatchOptimizer
+from airflow_iqp.planning.plan import Batch, Plan
+from airflow_iqp.planning.window import Window
+
+METHODS = ("greedy", "mip")
+
+
+def _check(total: int, arrival: ArrivalCurve, window_end: float, deadline: float, method: str) -> int:
+    if isinstance(total, bool) or not isinstance(total, int | float) or isinstance(total, float) and not total.is_integer():
+        raise ValueError(f"total must be a whole number of tuples, got {total!r}")
+    if total < 0:
+        raise ValueError(f"total must be >= 0, got {total}")
+    if not isinstance(arrival, ArrivalCurve):
+        raise ValueError(f"arrival must be an ArrivalCurve, got {type(arrival).__name__}")
+    if total > arrival.total:
+        raise ValueError(f"total ({total}) is more than the arrival curve delivers ({arrival.total})")
+    for name, value in (("window_end", window_end), ("deadline", deadline)):
+        if not isinstance(value, int | float) or not math.isfinite(value):
+            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if total and deadline < arrival.first_arrival:
+        raise ValueError(f"deadline ({deadline:g}) is before the first arrival ({arrival.first_arrival:g})")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    return int(total)
+
+
+def _plan_batches(window: Window, deadline: float, method: str) -> list[Batch] | None:
+    if method == "mip" and window.total:
+        return BatchOptimizer(window).optimize(deadline) if plan_greedy(window, deadline) else None
+    return plan_greedy(window, deadline)
+
+
+def earliest_deadline(window: Window, deadline: float) -> float:
+    """The earliest feasible deadline, by bisection: feasibility only grows with the deadline."""
+    low, high = deadline, window.single_batch_finish()
+    while plan_greedy(window, high) is None:  # rounding: one batch fits at or just after this
+        high = math.nextafter(high, math.inf)
+    while True:
+        mid = low + (high - low) / 2
+        if mid <= low or mid >= high:
+            return high
+        if plan_greedy(window, mid) is None:
+            low = mid
+        else:
+            high = mid
+
+
+def plan_single_query(
+    *,
+    total: int,
+    arrival: ArrivalCurve,
+    window_end: float,
+    deadline: float,
+    cost: CostModel,
+    agg_cost: CostModel | None = None,
+    method: str = "greedy",
+) -> Plan:
+    """Least-cost batches for one window so that the final result is ready by `deadline`.
+
+    An unmeetable deadline is an answer, not an error: the plan returned is the one for the
+    earliest deadline that can be met, with `feasible=False` and a reason that names it.
+    """
+    total = _check(total, arrival, window_end, deadline, method)
+    window = Window(total, arrival, float(window_end), cost, agg_cost)
+    if total == 0:
+        return Plan([], None, deadline, method=method)
+    batches = _plan_batches(window, deadline, method)
+    if batches is not None:
+        return window.plan(batches, deadline, method)
+    earliest = earliest_deadline(window, deadline)
+    batches = _plan_batches(window, earliest, method) or plan_greedy(window, earliest)
+    assert batches is not None, "the earliest feasible deadline is feasible by construction"
+    reason = (
+        f"deadline {deadline:g} is {earliest - deadline:.6g} s too early: the {total} tuples "
+        f"cannot all be processed and merged by then; the earliest feasible deadline is {earliest:.6g}"
+    )
+    return window.plan(batches, deadline, method, feasible=False, reason=reason, earliest_deadline=earliest)
