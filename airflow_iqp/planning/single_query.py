@@ -6,7 +6,7 @@ import math
 
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.cost import CostModel
-from airflow_iqp.planning.greedy import plan_greedy
+from airflow_iqp.planning.greedy import EXACT_SEARCH_LIMIT, earliest_finishes, plan_greedy
 from airflow_iqp.planning.optimizer import BatchOptimizer
 from airflow_iqp.planning.plan import Batch, Plan
 from airflow_iqp.planning.window import Window
@@ -42,6 +42,8 @@ def _plan_batches(window: Window, deadline: float, method: str) -> list[Batch] |
 def earliest_deadline(window: Window, deadline: float) -> float:
     """The earliest feasible deadline, by bisection: feasibility only grows with the deadline."""
     low, high = deadline, window.single_batch_finish()
+    if window.total <= EXACT_SEARCH_LIMIT:
+        high = min([high] + [finish for finish, _ in earliest_finishes(window)])
     while plan_greedy(window, high) is None:  # rounding: one batch fits at or just after this
         high = math.nextafter(high, math.inf)
     while True:
