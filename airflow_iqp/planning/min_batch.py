@@ -119,10 +119,12 @@ def min_batch_size(
     def ratio(b: int) -> float:
         return batched(b) / single if single > 0 else 1.0
 
-    if batched.lower_bound(largest) <= limit:
+    # The bound is only used to skip sizes, so rounding must not make it skip the answer.
+    bound_limit = limit * (1 + 1e-9) + 1e-12
+    if batched.lower_bound(largest) <= bound_limit:
         # Smallest b whose lower bound fits: nothing below it can fit.
         start = largest - largest_fitting(
-            largest - 1, lambda d: d <= largest - 1 and batched.lower_bound(largest - d) <= limit
+            largest - 1, lambda d: d <= largest - 1 and batched.lower_bound(largest - d) <= bound_limit
         )
         found = batched.first_within(start, largest, limit)
         if found is not None:

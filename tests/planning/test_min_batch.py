@@ -1,0 +1,72 @@
+"""MinBatchSize against a scan over every batch size."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from airflow_iqp.planning import LinearCost, PiecewiseLinearCost, min_batch_size
+from tests.planning.strategies import concave_costs, linear_costs, merge_costs
+
+
+def batched(total: int, b: int, cost, agg) -> float:
+    full, rest = divmod(total, b)
+    k = full + (rest > 0)
+    merge = 0.0 if k <= 1 or agg is None else agg.cost(k)
+    return full * cost.cost(b) + cost.cost(rest) + merge
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    total=st.integers(1, 400),
+    cost=st.one_of(linear_costs, concave_costs()),
+    agg=merge_costs(),
+    alpha=st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0, 3.0]),
+    tau=st.integers(1, 200).map(lambda q: q / 4),
+)
+def test_min_batch_size_matches_a_scan(total: int, cost, agg, alpha: float, tau: float) -> None:
+    if cost.cost(1) > tau:
+        with pytest.raises(ValueError, match="tau_max"):
+            min_batch_size(total=total, cost=cost, agg_cost=agg, alpha=alpha, tau_max=tau)
+        return
+    result = min_batch_size(total=total, cost=cost, agg_cost=agg, alpha=alpha, tau_max=tau)
+    limit = (1 + alpha) * cost.cost(total)
+    fitting = [b for b in range(1, total + 1) if cost.cost(b) <= tau]
+    good = [b for b in fitting if batched(total, b, cost, agg) <= limit]
+    if good:
+        assert result.alpha_met and result.size == good[0]
+    else:
+        assert not result.alpha_met and result.size == fitting[-1]
+    assert math.isclose(result.cost_ratio, batched(total, result.size, cost, agg) / cost.cost(total), rel_tol=1e-12)
+
+
+def test_paper_like_numbers() -> None:
+    """12 s per batch on a 100 s window: alpha = 0.5 allows a handful of batches."""
+    cost = LinearCost(per_tuple=1e-7, overhead=12.0)
+    result = min_batch_size(total=10**9, cost=cost, alpha=0.5, tau_max=300)
+    assert result.alpha_met
+    # one batch costs 112 s; 12 k + 100 <= 168 allows k <= 5, so b = 10^9 / 5 is the smallest
+    assert result.batches(10**9) == 5
+    assert result.size == 2 * 10**8
+
+
+def test_tau_max_below_one_tuple() -> None:
+    with pytest.raises(ValueError, match="tau_max"):
+        min_batch_size(total=10, cost=LinearCost(1.0, overhead=5), alpha=0.5, tau_max=4)
+
+
+def test_tau_max_caps_the_batch_and_reports_alpha_missed() -> None:
+    cost = PiecewiseLinearCost([(1, 10.0), (100, 20.0)])
+    result = min_batch_size(total=100, cost=cost, alpha=0.1, tau_max=11)
+    assert not result.alpha_met
+    assert result.size == cost.max_tuples(11)
+
+
+@pytest.mark.parametrize("kwargs", [{"alpha": -0.1}, {"alpha": math.nan}, {"total": 0}, {"tau_max": math.nan}])
+def test_bad_arguments_are_named(kwargs: dict) -> None:
+    args = dict(total=10, cost=LinearCost(1.0), alpha=0.5, tau_max=10)
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        min_batch_size(**(args | kwargs))
