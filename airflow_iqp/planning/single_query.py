@@ -34,9 +34,11 @@ def _check(total: int, arrival: ArrivalCurve, window_end: float, deadline: float
 
 
 def _plan_batches(window: Window, deadline: float, method: str) -> list[Batch] | None:
-    if method == "mip" and window.total:
-        return BatchOptimizer(window).optimize(deadline) if plan_greedy(window, deadline) else None
-    return plan_greedy(window, deadline)
+    greedy = plan_greedy(window, deadline)
+    if method == "mip" and greedy is not None:
+        # The solver can only fail here through its tolerances; the greedy plan still holds.
+        return BatchOptimizer(window).optimize(deadline) or greedy
+    return greedy
 
 
 def earliest_deadline(window: Window, deadline: float) -> float:
