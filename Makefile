@@ -15,6 +15,7 @@ demo: setup
 	$(UV) run --locked python -m airflow_iqp.demo
 
 test: setup
+	bash scripts/ensure_postgres.sh
 	$(UV) run --locked pytest
 
 bench: setup

@@ -1,0 +1,145 @@
+"""Where the ledger is, one engine per URL, and sessions that migrate the schema on first use."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import URL, Engine, create_engine, event, make_url
+from sqlalchemy.orm import Session
+
+CONN_ID = "iqp_default"
+CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"
+MIGRATIONS = Path(__file__).parent / "migrations"
+SQLITE_BUSY_SECONDS = 60
+
+_engines: dict[str, Engine] = {}
+_migrated: set[str] = set()
+_lock = threading.Lock()
+_migration_lock = threading.Lock()  # alembic's `context` is module-global: one upgrade at a time
+
+
+def ledger_url(url: str | None = None) -> str:
+    """The ledger's SQLAlchemy URL: `url`, else $AIRFLOW_CONN_IQP_DEFAULT, else the Airflow
+    connection `iqp_default`, else SQLite in $AIRFLOW_HOME."""
+    if url:
+        return sqlalchemy_url(url)
+    if uri := os.environ.get(CONN_ENV):
+        return sqlalchemy_url(uri)
+    if found := _airflow_connection_url():
+        return found
+    home = Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
+    return f"sqlite:///{home / 'iqp_ledger.db'}"
+
+
+def sqlalchemy_url(uri: str) -> str:
+    """Airflow connection URIs say `postgres://`; SQLAlchemy wants a driver, and we ship psycopg 3."""
+    scheme, sep, rest = uri.partition("://")
+    if scheme in ("postgres", "postgresql"):
+        return f"postgresql+psycopg{sep}{rest}"
+    return uri
+
+
+def _airflow_connection_url() -> str | None:
+    """Ask Airflow's Task SDK (a worker's secrets backends); None where there is no such connection."""
+    try:
+        from airflow.sdk import BaseHook
+        from airflow.sdk.exceptions import AirflowNotFoundException
+    except ImportError:
+        return None
+    try:
+        conn = BaseHook.get_connection(CONN_ID)
+    except AirflowNotFoundException:
+        return None
+    if conn.conn_type == "sqlite":
+        return f"sqlite:///{conn.host}"
+    return URL.create(
+        sqlalchemy_url(f"{conn.conn_type}://").removesuffix("://"),
+        username=conn.login or None,
+        password=conn.password or None,
+        host=conn.host or None,
+        port=conn.port,
+        database=conn.schema or None,
+    ).render_as_string(hide_password=False)
+
+
+def masked(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def engine(url: str | None = None) -> Engine:
+    """One engine (and pool) per URL per process."""
+    resolved = ledger_url(url)
+    with _lock:
+        if resolved not in _engines:
+            _engines[resolved] = _create_engine(resolved)
+        return _engines[resolved]
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    eng = create_engine(url, connect_args={"timeout": SQLITE_BUSY_SECONDS})
+    event.listen(eng, "connect", _sqlite_on_connect)
+    event.listen(eng, "begin", _sqlite_begin_immediate)
+    return eng
+
+
+def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
+    """WAL lets readers run beside the one writer; the busy timeout makes writers queue, not fail."""
+    dbapi_connection.isolation_level = None  # we issue BEGIN ourselves, see below
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute(f"PRAGMA busy_timeout={SQLITE_BUSY_SECONDS * 1000}")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def _sqlite_begin_immediate(connection: Any) -> None:
+    """Take the write lock up front: a deferred transaction that reads and then writes gets
+    SQLITE_BUSY at once when another process wrote meanwhile, and no timeout helps there."""
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _dispose_in_child() -> None:
+    """A forked Airflow task must not reuse its parent's pooled connections."""
+    for eng in _engines.values():
+        eng.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_dispose_in_child)
+
+
+def migrate(url: str | None = None) -> str:
+    """`alembic upgrade head` on the ledger, with no alembic.ini; returns the revision now there."""
+    from alembic import command
+    from alembic.config import Config
+    from alembic.runtime.migration import MigrationContext
+
+    resolved = ledger_url(url)
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", resolved.replace("%", "%%"))
+    with _migration_lock:
+        command.upgrade(config, "head")
+        _migrated.add(resolved)
+    with engine(resolved).connect() as connection:
+        return str(MigrationContext.configure(connection).get_current_revision())
+
+
+@contextmanager
+def session_scope(url: str | None = None) -> Iterator[Session]:
+    """A session in one transaction: committed if the block succeeds, rolled back if it raises.
+    The first use of a URL in a process migrates its schema."""
+    resolved = ledger_url(url)
+    if resolved not in _migrated:
+        migrate(resolved)
+    with Session(engine(resolved), expire_on_commit=False) as session, session.begin():
+        yield session

@@ -1,0 +1,243 @@
+"""The few ledger operations the Airflow tasks need. Each takes the caller's session, so a task
+groups its writes in one `session_scope()` transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from airflow_iqp.ledger.models import Batch, CostObservation, Query, Window, utcnow
+
+NOT_STARTED = ("planned", "waiting")
+
+
+def register_query(
+    session: Session, name: str, sql: str, mode: str, params: Mapping[str, Any], sql_path: str | None = None
+) -> int:
+    """Insert the query, or bring a registered one up to date with its current definition.
+    Several tasks may register the same query at once: the loser of the insert updates instead."""
+    query = session.scalar(select(Query).where(Query.name == name))
+    if query is None:
+        try:
+            with session.begin_nested():
+                query = Query(name=name, sql=sql, sql_path=sql_path, mode=mode, params=dict(params))
+                session.add(query)
+        except IntegrityError:
+            query = session.scalars(select(Query).where(Query.name == name)).one()
+    query.sql, query.sql_path, query.mode, query.params = sql, sql_path, mode, dict(params)
+    session.flush()
+    return query.id
+
+
+def record_plan(
+    session: Session,
+    query: str,
+    window_start: datetime,
+    window_end: datetime,
+    deadline: datetime,
+    expected_tuples: int,
+    plan: Mapping[str, Any],
+    batches: Sequence[Mapping[str, Any]],
+    predicted_finish: datetime | None = None,
+) -> int:
+    """Store a window's plan and return the window id. Re-planning the same window replaces the
+    batches that have not started; started ones (or ones with frozen files) stay as they are, and
+    a new batch with the index of a kept one is dropped.
+
+    Each batch is a mapping with index, first_tuple, last_tuple, release, latest_start,
+    planned_start and predicted_cost."""
+    query_id = _query_id(session, query)
+    window = session.scalar(
+        select(Window).where(Window.query_id == query_id, Window.window_start == window_start).with_for_update()
+    )
+    if window is None:
+        window = Window(query_id=query_id, window_start=window_start)
+        session.add(window)
+    elif window.status in ("merged", "failed"):
+        raise ValueError(f"window {window.id} of {query} is already {window.status}; it cannot be re-planned")
+    window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
+    window.plan, window.predicted_finish = dict(plan), predicted_finish
+
+    kept = {b.batch_index for b in window.batches if b.status not in NOT_STARTED or b.files is not None}
+    window.batches = [b for b in window.batches if b.batch_index in kept]
+    session.flush()  # delete the replaced batches before their indexes are reused
+    window.batches += [
+        Batch(
+            batch_index=b["index"],
+            first_tuple=b["first_tuple"],
+            last_tuple=b["last_tuple"],
+            release=b["release"],
+            latest_start=b["latest_start"],
+            planned_start=b["planned_start"],
+            predicted_cost=b["predicted_cost"],
+        )
+        for b in batches
+        if b["index"] not in kept
+    ]
+    session.flush()
+    return window.id
+
+
+def freeze_batch_files(
+    session: Session, window_id: int, index: int, files: Mapping[str, Sequence[str]]
+) -> dict[str, list[str]]:
+    """Fix the exact input files of a batch once: a retry gets the first list back, not the
+    directory's contents at retry time."""
+    batch = _batch(session, window_id, index)
+    if batch.files is None:
+        batch.files = {stream: list(names) for stream, names in files.items()}
+        session.flush()
+    return {stream: list(names) for stream, names in batch.files.items()}
+
+
+def start_batch(session: Session, window_id: int, index: int, started_at: datetime | None = None) -> int:
+    """Mark the batch (and its window) running; returns the attempt number, counting this one."""
+    batch = _batch(session, window_id, index)
+    batch.status, batch.actual_start, batch.attempts = "running", started_at or utcnow(), batch.attempts + 1
+    if batch.window.status == "planned":
+        batch.window.status = "running"
+    session.flush()
+    return batch.attempts
+
+
+def finish_batch(
+    session: Session,
+    window_id: int,
+    index: int,
+    actual_start: datetime,
+    actual_end: datetime,
+    actual_tuples: int,
+    actual_cost: float,
+    output_location: str,
+) -> None:
+    batch = _batch(session, window_id, index)
+    batch.status, batch.actual_start, batch.actual_end = "done", actual_start, actual_end
+    batch.actual_tuples, batch.actual_cost, batch.output_location = actual_tuples, actual_cost, output_location
+    session.flush()
+
+
+def fail_batch(session: Session, window_id: int, index: int, failed_at: datetime | None = None) -> None:
+    batch = _batch(session, window_id, index)
+    batch.status, batch.actual_end = "failed", failed_at or utcnow()
+    session.flush()
+
+
+def record_merge(
+    session: Session,
+    window_id: int,
+    actual_finish: datetime,
+    actual_tuples: int | None,
+    result_location: str | None,
+    status: str = "merged",
+) -> bool:
+    """Close the window; returns whether it met its deadline (a failed merge never does)."""
+    if status not in ("merged", "failed"):
+        raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
+    window = _window(session, window_id)
+    window.status, window.actual_finish = status, actual_finish
+    window.actual_tuples, window.result_location = actual_tuples, result_location
+    window.deadline_met = status == "merged" and actual_finish <= window.deadline
+    session.flush()
+    return window.deadline_met
+
+
+def record_cost_observation(
+    session: Session, query: str, path: str, kind: str, size: int, seconds: float, observed_at: datetime | None = None
+) -> int:
+    """One measured run: `size` is tuples for a partial, partials for a merge."""
+    obs = CostObservation(
+        query_id=_query_id(session, query), path=path, kind=kind, size=size, seconds=seconds,
+        observed_at=observed_at or utcnow(),
+    )
+    session.add(obs)
+    session.flush()
+    return obs.id
+
+
+@dataclass(frozen=True)
+class BatchSummary:
+    index: int
+    first_tuple: int
+    last_tuple: int
+    status: str
+    attempts: int
+    planned_start: datetime
+    predicted_cost: float
+    actual_start: datetime | None
+    actual_end: datetime | None
+    actual_tuples: int | None
+    actual_cost: float | None
+    files: dict[str, list[str]] | None
+    output_location: str | None
+
+
+@dataclass(frozen=True)
+class WindowSummary:
+    id: int
+    query: str
+    window_start: datetime
+    window_end: datetime
+    deadline: datetime
+    expected_tuples: int
+    actual_tuples: int | None
+    predicted_finish: datetime | None
+    actual_finish: datetime | None
+    status: str
+    deadline_met: bool | None
+    result_location: str | None
+    batches: tuple[BatchSummary, ...]
+
+
+def window_summary(session: Session, window_id: int) -> WindowSummary:
+    """A detached snapshot of a window and its batches, safe to use after the session closes."""
+    w = _window(session, window_id)
+    return WindowSummary(
+        id=w.id, query=w.query.name, window_start=w.window_start, window_end=w.window_end,
+        deadline=w.deadline, expected_tuples=w.expected_tuples, actual_tuples=w.actual_tuples,
+        predicted_finish=w.predicted_finish, actual_finish=w.actual_finish, status=w.status,
+        deadline_met=w.deadline_met, result_location=w.result_location,
+        batches=tuple(
+            BatchSummary(
+                index=b.batch_index, first_tuple=b.first_tuple, last_tuple=b.last_tuple, status=b.status,
+                attempts=b.attempts, planned_start=b.planned_start, predicted_cost=b.predicted_cost,
+                actual_start=b.actual_start, actual_end=b.actual_end, actual_tuples=b.actual_tuples,
+                actual_cost=b.actual_cost, files=b.files, output_location=b.output_location,
+            )
+            for b in w.batches
+        ),
+    )
+
+
+def window_id(session: Session, query: str, window_start: datetime) -> int | None:
+    return session.scalar(
+        select(Window.id).join(Query).where(Query.name == query, Window.window_start == window_start)
+    )
+
+
+def _query_id(session: Session, name: str) -> int:
+    found = session.scalar(select(Query.id).where(Query.name == name))
+    if found is None:
+        raise ValueError(f"query {name!r} is not registered in the ledger")
+    return found
+
+
+def _window(session: Session, window_id: int) -> Window:
+    window = session.get(Window, window_id)
+    if window is None:
+        raise ValueError(f"no window {window_id} in the ledger")
+    return window
+
+
+def _batch(session: Session, window_id: int, index: int) -> Batch:
+    batch = session.scalar(
+        select(Batch).where(Batch.window_id == window_id, Batch.batch_index == index).with_for_update()
+    )
+    if batch is None:
+        raise ValueError(f"no batch {index} in window {window_id}")
+    return batch
