@@ -1,0 +1,7 @@
+"""Splitting aggregate queries into per-batch partial aggregates and one exact final merge."""
+
+from airflow_iqp.sql.decompose import PARTIALS_VIEW, Decomposition, decompose
+from airflow_iqp.sql.errors import UnsupportedQuery
+from airflow_iqp.sql.parsing import parse_query, table_names
+
+__all__ = ["PARTIALS_VIEW", "Decomposition", "UnsupportedQuery", "decompose", "parse_query", "table_names"]

@@ -1,0 +1,5 @@
+-- name: cq1
+-- streams: orders
+-- static:
+select count(*) as cnt
+from orders
