@@ -38,7 +38,7 @@ class ArrivalCurve(ABC):
 
     @staticmethod
     def from_points(points: Iterable[Sequence[float]]) -> StepArrival:
-        """(time, cumulative tuples) pairs: count_at(t) is the count of the last point at or before t."""
+        """(time, cumulative tuples) pairs, times non-decreasing: count_at(t) is the count of the last point at or before t."""
         return StepArrival.build(points)
 
     @staticmethod
@@ -66,14 +66,17 @@ class StepArrival(ArrivalCurve):
             if isinstance(c, float) and not c.is_integer() or not float(c) >= 0:
                 raise ValueError(f"points[{i}] cumulative tuples must be a whole number >= 0, got {c!r}")
             c = int(c)
-            if times and t <= times[-1]:
-                raise ValueError(f"points[{i}] time {t:g} is not after the previous point's {times[-1]:g}")
+            if times and t < times[-1]:
+                raise ValueError(f"points[{i}] time {t:g} is before the previous point's {times[-1]:g}")
             if counts and c < counts[-1]:
                 raise ValueError(
                     f"points[{i}] cumulative tuples {c} decrease from the previous point's {counts[-1]}"
                 )
             if counts and c == counts[-1]:
                 continue  # nothing new arrived: the step function is unchanged
+            if times and t == times[-1]:
+                counts[-1] = c  # a burst: several points at one instant are one step
+                continue
             times.append(t)
             counts.append(c)
         if not times:

@@ -18,6 +18,11 @@ def test_fixed_rate_spacing() -> None:
     assert [curve.count_at(t) for t in (0.9, 1.0, 4.99, 5.0, 10.0, 99)] == [0, 1, 4, 5, 10, 10]
 
 
+def test_a_burst_of_points_at_one_time_is_one_step() -> None:
+    curve = ArrivalCurve.from_points([(0, 1), (2, 3), (2, 7), (4, 9)])
+    assert curve.count_at(2) == 7 and curve.time_of(4) == 2.0 and curve.time_of(8) == 4.0
+
+
 def test_from_points_is_a_step_function() -> None:
     curve = ArrivalCurve.from_points([(0, 3), (5, 3), (7, 10)])
     assert curve.total == 10
@@ -30,7 +35,7 @@ def test_from_points_is_a_step_function() -> None:
 @pytest.mark.parametrize(
     ("points", "message"),
     [
-        ([(0, 3), (0, 5)], r"points\[1\] time"),
+        ([(1, 3), (0, 5)], r"points\[1\] time"),
         ([(0, 3), (1, 2)], r"points\[1\].*decrease"),
         ([(0, -1)], r"points\[0\]"),
         ([(math.nan, 1)], r"points\[0\] time"),
