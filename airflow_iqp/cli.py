@@ -10,6 +10,7 @@ from collections.abc import Sequence
 # Each module defines `register(subparsers)`, which adds its subcommand and sets `func`.
 COMMAND_MODULES = (
     "airflow_iqp.commands.plan",
+    "airflow_iqp.commands.data",
     "airflow_iqp.commands.db",
 )
 

@@ -1,0 +1,101 @@
+"""A small generated TPC-H stream, shared by the Spark tests, and hand-written decompositions.
+
+The decompositions stand in for `airflow_iqp.sql.decompose` so the Spark layer is tested on
+its own: a grouped aggregate, a join of both streams with static tables, a global aggregate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_iqp.data.generate import STATIC_TABLES, generate
+from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
+
+STREAM_FILES = 14
+
+
+@dataclass(frozen=True)
+class FakeDecomposition:
+    partial_sql: str
+    merge_sql: str
+    partials_view: str
+    streams: tuple[str, ...]
+    static_tables: tuple[str, ...] = ()
+
+
+DECOMPOSITIONS = {
+    "flags": FakeDecomposition(
+        partial_sql="SELECT l_returnflag, l_linestatus, count(*) AS cnt, sum(l_quantity) AS qty "
+        "FROM lineitem WHERE l_shipdate <= date '1998-09-02' GROUP BY l_returnflag, l_linestatus",
+        merge_sql="SELECT l_returnflag, l_linestatus, sum(cnt) AS cnt, sum(qty) AS qty FROM partials "
+        "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus",
+        partials_view="partials",
+        streams=("lineitem",),
+    ),
+    "nations": FakeDecomposition(
+        partial_sql="SELECT n.n_name, count(*) AS cnt, sum(lineitem.l_extendedprice) AS revenue "
+        "FROM orders JOIN lineitem ON o_orderkey = lineitem.l_orderkey "
+        "JOIN customer ON c_custkey = o_custkey JOIN nation n ON n.n_nationkey = c_nationkey "
+        "GROUP BY n.n_name",
+        merge_sql="SELECT n_name, sum(cnt) AS cnt, sum(revenue) AS revenue FROM partials "
+        "GROUP BY n_name ORDER BY n_name",
+        partials_view="partials",
+        streams=("orders", "lineitem"),
+        static_tables=("customer", "nation"),
+    ),
+    "total": FakeDecomposition(
+        partial_sql="SELECT count(*) AS cnt, sum(o_totalprice) AS total FROM orders",
+        merge_sql="SELECT sum(cnt) AS cnt, sum(total) AS total FROM partials",
+        partials_view="partials",
+        streams=("orders",),
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Scale 0.01 in 14 files: about 1,070 orders and 4,300 lineitems per file."""
+    out = tmp_path_factory.mktemp("tpch") / "data"
+    generate(out, scale=0.01, files=STREAM_FILES)
+    return out
+
+
+@pytest.fixture(scope="session")
+def tpch_static(spark: "pyspark.sql.SparkSession", tpch_dir: Path) -> Path:  # noqa: F821
+    """Registers every static table as a view of the shared session; returns their directory."""
+    for table in STATIC_TABLES:
+        spark.read.parquet(str(tpch_dir / STATIC_DIR / table)).createOrReplaceTempView(table)
+    return tpch_dir / STATIC_DIR
+
+
+@pytest.fixture(scope="session")
+def stream_files(tpch_dir: Path) -> Callable[[str, Sequence[int]], list[str]]:
+    """stream_files("orders", range(3, 7)): paths of those file indexes of a stream."""
+
+    def files(stream: str, indexes: Sequence[int]) -> list[str]:
+        return [str(tpch_dir / STREAM_DIR / stream / part_name(i)) for i in indexes]
+
+    return files
+
+
+@pytest.fixture(scope="session")
+def read_batch(
+    spark: "pyspark.sql.SparkSession", stream_files: Callable[[str, Sequence[int]], list[str]]  # noqa: F821
+) -> Callable[[Sequence[str], Sequence[int]], dict]:
+    """read_batch(streams, indexes): {stream: DataFrame of those files}; no indexes, an empty batch."""
+
+    def read(streams: Sequence[str], indexes: Sequence[int]) -> dict:
+        if not indexes:
+            return {s: spark.read.parquet(*stream_files(s, [0])).limit(0) for s in streams}
+        return {s: spark.read.parquet(*stream_files(s, indexes)) for s in streams}
+
+    return read
+
+
+@pytest.fixture(scope="session")
+def decompositions() -> dict[str, FakeDecomposition]:
+    return DECOMPOSITIONS
