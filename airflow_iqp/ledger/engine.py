@@ -7,13 +7,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session
 
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
 CONN_ID = "iqp_default"
 CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"
+IQP_CONN_TYPE = "iqp"
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_SECONDS = 60
 
@@ -25,15 +29,22 @@ _migration_lock = threading.Lock()  # alembic's `context` is module-global: one 
 
 def ledger_url(url: str | None = None) -> str:
     """The ledger's SQLAlchemy URL: `url`, else $AIRFLOW_CONN_IQP_DEFAULT, else the Airflow
-    connection `iqp_default`, else SQLite in $AIRFLOW_HOME."""
+    connection `iqp_default`, else SQLite in $AIRFLOW_HOME.
+
+    A plain database URI in the environment is used without importing Airflow; the JSON form and
+    `iqp://` URIs are left to Airflow to parse, as the connection `iqp_default`."""
     if url:
         return sqlalchemy_url(url)
-    if uri := os.environ.get(CONN_ENV):
+    if (uri := os.environ.get(CONN_ENV)) and _is_database_uri(uri):
         return sqlalchemy_url(uri)
     if found := _airflow_connection_url():
         return found
     home = Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
     return f"sqlite:///{home / 'iqp_ledger.db'}"
+
+
+def _is_database_uri(value: str) -> bool:
+    return not value.lstrip().startswith("{") and not value.startswith(f"{IQP_CONN_TYPE}:")
 
 
 def sqlalchemy_url(uri: str) -> str:
@@ -55,6 +66,16 @@ def _airflow_connection_url() -> str | None:
         conn = BaseHook.get_connection(CONN_ID)
     except AirflowNotFoundException:
         return None
+    return connection_url(conn)
+
+
+def connection_url(conn: Connection) -> str:
+    """An Airflow connection as a SQLAlchemy URL. Type `iqp` holds the URL whole (extra
+    `sqlalchemy_url`, else host); database types are assembled from their fields."""
+    if conn.conn_type == IQP_CONN_TYPE:
+        if found := conn.extra_dejson.get("sqlalchemy_url") or conn.host:
+            return sqlalchemy_url(found)
+        raise ValueError(f"connection {conn.conn_id!r} of type iqp has no SQLAlchemy URL in host or extra")
     if conn.conn_type == "sqlite":
         return f"sqlite:///{conn.host}"
     return URL.create(

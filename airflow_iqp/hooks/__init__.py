@@ -1,0 +1,5 @@
+"""Airflow hooks, registered through the provider's `connection-types`."""
+
+from airflow_iqp.hooks.ledger import LedgerHook
+
+__all__ = ["LedgerHook"]

@@ -1,0 +1,5 @@
+"""Timetables registered with Airflow by the `airflow_iqp` plugin."""
+
+from airflow_iqp.timetables.window import WindowTimetable
+
+__all__ = ["WindowTimetable"]

@@ -1,0 +1,114 @@
+"""One DAG run per query window, started as the window opens.
+
+Airflow's interval timetables run a data interval after it ends; an intermittent query instead
+runs its batches *during* the window and must merge by the window's end (the deadline), so each
+run's `run_after` is its window's start.
+"""
+
+from __future__ import annotations
+
+import calendar
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pendulum import UTC, DateTime, instance
+
+from airflow.timetables.base import DagRunInfo, DataInterval, Timetable
+from airflow.utils.types import DagRunType
+
+if TYPE_CHECKING:
+    from airflow.timetables.base import TimeRestriction
+
+DEFAULT_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
+
+
+def _aware(at: datetime) -> DateTime:
+    """Pendulum in UTC; a naive datetime is taken to be UTC already."""
+    return instance(at, tz=UTC).in_timezone(UTC)
+
+
+def _micros(at: datetime) -> int:
+    """Exact microseconds since the epoch: pendulum's differences are Intervals that do not
+    divide by a timedelta, and float timestamps would round."""
+    return calendar.timegm(at.utctimetuple()) * 1_000_000 + at.microsecond
+
+
+class WindowTimetable(Timetable):
+    """Windows [origin + k*window, origin + (k+1)*window), each run starting when its window opens."""
+
+    def __init__(self, window: timedelta, origin: datetime = DEFAULT_ORIGIN) -> None:
+        if window <= timedelta(0):
+            raise ValueError(f"window must be positive, got {window}")
+        self.window = window
+        self.origin = _aware(origin)
+        self.description = f"One run per {window} window, starting as the window opens"
+
+    @property
+    def summary(self) -> str:
+        return f"windows of {self.window}"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WindowTimetable):
+            return NotImplemented
+        return (self.window, self.origin) == (other.window, other.origin)
+
+    def __hash__(self) -> int:
+        return hash((self.window, self.origin))
+
+    def window_containing(self, at: datetime) -> DataInterval:
+        """The window `at` falls in (a window includes its start, not its end)."""
+        step = self.window // timedelta(microseconds=1)
+        windows_since_origin = (_micros(at) - _micros(self.origin)) // step
+        start = self.origin + timedelta(microseconds=step * windows_since_origin)
+        return DataInterval(start=start, end=start + self.window)
+
+    def _first_start_at_or_after(self, at: datetime) -> DateTime:
+        window = self.window_containing(at)
+        return window.start if window.start == at else window.end
+
+    def infer_manual_data_interval(self, *, run_after: DateTime) -> DataInterval:
+        return self.window_containing(run_after)
+
+    def next_dagrun_info(
+        self,
+        *,
+        last_automated_data_interval: DataInterval | None,
+        restriction: TimeRestriction,
+    ) -> DagRunInfo | None:
+        candidates: list[DateTime] = []
+        if last_automated_data_interval is not None:
+            # Aligned again in case the window changed since the last run.
+            candidates.append(self._first_start_at_or_after(last_automated_data_interval.end))
+        elif restriction.earliest is None and restriction.catchup:
+            return None  # nothing to catch up from
+        if restriction.earliest is not None:
+            candidates.append(self._first_start_at_or_after(restriction.earliest))
+        if not restriction.catchup:
+            # Missed windows are skipped, but the open one still has time left to run in.
+            candidates.append(self.window_containing(DateTime.now(UTC)).start)
+        start = max(candidates)
+        if restriction.latest is not None and start > restriction.latest:
+            return None
+        return DagRunInfo(run_after=start, data_interval=DataInterval(start, start + self.window))
+
+    def generate_run_id(
+        self,
+        *,
+        run_type: DagRunType,
+        run_after: DateTime,
+        data_interval: DataInterval | None,
+        **extra: Any,
+    ) -> str:
+        """Name the window; a manual run also names its trigger time, so it can repeat a window."""
+        window = data_interval or self.window_containing(run_after)
+        suffix = f"window_{window.start.isoformat()}_{window.end.isoformat()}"
+        if run_type == DagRunType.MANUAL:
+            suffix += f"_at_{run_after.isoformat()}"
+        return run_type.generate_run_id(suffix=suffix)
+
+    def serialize(self) -> dict[str, Any]:
+        return {"window_seconds": self.window.total_seconds(), "origin": self.origin.isoformat()}
+
+    @classmethod
+    def deserialize(cls, data: dict[str, Any]) -> WindowTimetable:
+        return cls(timedelta(seconds=data["window_seconds"]), datetime.fromisoformat(data["origin"]))

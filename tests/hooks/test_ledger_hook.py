@@ -1,0 +1,52 @@
+"""LedgerHook reads the ledger's URL from an `iqp` connection, as a worker would get it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from airflow_iqp.hooks import LedgerHook
+from airflow_iqp.ledger import engine, ledger_url, store
+from airflow_iqp.ledger.models import Query
+
+
+@pytest.fixture
+def ledger_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An `iqp` connection in Airflow's JSON env form, pointing at a fresh SQLite ledger."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", json.dumps({"conn_type": "iqp", "host": url}))
+    yield url
+    engine(url).dispose()
+
+
+def test_url_is_the_connection_host(ledger_file: str) -> None:
+    assert LedgerHook().get_url() == ledger_file
+
+
+def test_extra_sqlalchemy_url_overrides_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    conn = {"conn_type": "iqp", "host": "sqlite:////ignored.db", "extra": {"sqlalchemy_url": "postgres://u@h/d"}}
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_OTHER", json.dumps(conn))
+    assert LedgerHook("iqp_other").get_url() == "postgresql+psycopg://u@h/d"
+
+
+def test_an_iqp_connection_without_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_EMPTY", json.dumps({"conn_type": "iqp"}))
+    with pytest.raises(ValueError, match="no SQLAlchemy URL"):
+        LedgerHook("iqp_empty").get_url()
+
+
+def test_the_ledger_package_understands_the_same_connection(ledger_file: str) -> None:
+    assert ledger_url() == ledger_file
+
+
+def test_sessions_reach_the_ledger_on_sqlite(ledger_file: str) -> None:
+    hook = LedgerHook()
+    assert hook.get_conn() is engine(ledger_file)
+    with hook.session_scope() as session:
+        store.register_query(session, "q1", "SELECT 1", "partial_merge", {})
+    with hook.session_scope() as session:
+        assert session.scalar(select(func.count()).select_from(Query)) == 1
