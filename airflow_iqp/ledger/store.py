@@ -128,6 +128,12 @@ def fail_batch(session: Session, window_id: int, index: int, failed_at: datetime
     session.flush()
 
 
+def skip_batch(session: Session, window_id: int, index: int) -> None:
+    """A planned batch that no file of the window fell into (fewer files came than expected)."""
+    _batch(session, window_id, index).status = "skipped"
+    session.flush()
+
+
 def record_merge(
     session: Session,
     window_id: int,

@@ -1,0 +1,85 @@
+"""intermittent_query(): the few lines a DAG file needs for one deadline-bound query.
+
+    dag = intermittent_query(
+        query="q6", window=timedelta(minutes=5), deadline=timedelta(minutes=2),
+        landing="/data/landing", rate=ArrivalRate(files_per_second=1, rows_per_file=9300),
+        cost_model="q6", start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    )
+
+One run per window, started at the window start: `plan`, then `partial_aggregate` mapped over
+the planned batches (each waits in the triggerer for its files), then `final_merge`.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+from airflow.sdk import DAG
+
+from airflow_iqp.declaration import ArrivalRate, declare
+from airflow_iqp.operators.merge import FinalMergeOperator
+from airflow_iqp.operators.partial import PartialAggregateOperator
+from airflow_iqp.operators.plan import PlanWindowOperator
+from airflow_iqp.timetables.window import WindowTimetable
+
+SPARK_POOL = "iqp_spark"
+
+
+def default_work_dir() -> Path:
+    return Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "iqp"
+
+
+def intermittent_query(
+    *,
+    query: str,
+    window: timedelta,
+    deadline: timedelta,
+    landing: str | Path,
+    rate: ArrivalRate | Literal["learn"],
+    cost_model: str | Path,
+    start_date: datetime,
+    dag_id: str | None = None,
+    work_dir: str | Path | None = None,
+    spark_conn_id: str = "iqp_spark",
+    retries: int = 1,
+    retry_delay: timedelta = timedelta(seconds=5),
+    **dag_kwargs: Any,
+) -> DAG:
+    """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed."""
+    declaration = declare(
+        query=query, window=window, deadline=deadline, landing=landing, rate=rate, cost_model=cost_model
+    )
+    work = str(work_dir or default_work_dir())
+    spark_task = {"conn_id": spark_conn_id, "pool": SPARK_POOL, "retries": retries, "retry_delay": retry_delay}
+    with DAG(
+        dag_id=dag_id or f"iqp_{declaration.name}",
+        schedule=WindowTimetable(window),
+        start_date=start_date,
+        catchup=dag_kwargs.pop("catchup", False),
+        tags=["iqp", declaration.name],
+        doc_md=f"Intermittent query **{declaration.name}**: windows of {window}, result due {deadline} after each.",
+        **dag_kwargs,
+    ) as dag:
+        plan = PlanWindowOperator(task_id="plan", declaration=declaration)
+        partials = PartialAggregateOperator.partial(
+            task_id="partial_aggregate",
+            declaration=declaration,
+            work_dir=work,
+            name=f"iqp-{declaration.name}-partial",
+            map_index_template="{{ batch_label }}",
+            **spark_task,
+        ).expand(batch=plan.output)
+        merge = FinalMergeOperator(
+            task_id="final_merge",
+            declaration=declaration,
+            work_dir=work,
+            window_id="{{ ti.xcom_pull(task_ids='plan')[0]['window_id'] }}",
+            name=f"iqp-{declaration.name}-merge",
+            trigger_rule="none_failed",
+            **spark_task,
+        )
+        plan >> partials >> merge
+    return dag

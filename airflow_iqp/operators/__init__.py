@@ -1,0 +1,1 @@
+"""Operators of one window: plan it, run each batch's partial aggregate, merge the partials."""

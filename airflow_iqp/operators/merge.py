@@ -1,0 +1,54 @@
+"""`final_merge`: spark-submit of the merge job over every committed partial of the window."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import Context
+
+from airflow_iqp.declaration import Declaration
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.links.output import BatchOutputLink
+from airflow_iqp.operators.window import JOBS_DIR, spark_env, window_dir
+from airflow_iqp.spark.jobs.output import read_marker
+
+
+class FinalMergeOperator(SparkSubmitOperator):
+    operator_extra_links = (BatchOutputLink(),)
+
+    def __init__(self, *, declaration: Declaration, work_dir: str, window_id: Any, **kwargs: Any) -> None:
+        super().__init__(application=str(JOBS_DIR / "merge_job.py"), env_vars=spark_env(), **kwargs)
+        self.declaration = declaration
+        self.work_dir = work_dir
+        self.window_id = window_id
+
+    template_fields = (*SparkSubmitOperator.template_fields, "window_id")
+
+    def execute(self, context: Context) -> str:
+        window_id = int(self.window_id)
+        with session_scope() as session:
+            summary = store.window_summary(session, window_id)
+        partials = [b.output_location for b in summary.batches if b.status == "done" and b.output_location]
+        result = window_dir(Path(self.work_dir), self.declaration, context["data_interval_start"]) / "result"
+        self.application_args = ["--query", str(self.declaration.query.path), "--output", str(result), *partials]
+        self._hook = None
+        started = datetime.now(UTC)
+        try:
+            super().execute(context)
+        except BaseException:
+            with session_scope() as session:
+                store.record_merge(session, window_id, datetime.now(UTC), None, None, status="failed")
+            raise
+        finished = datetime.now(UTC)
+        marker = read_marker(result)
+        with session_scope() as session:
+            met = store.record_merge(session, window_id, finished, sum(marker["input_rows"].values()), str(result))
+            store.record_cost_observation(
+                session, self.declaration.name, "spark_submit", "merge", len(partials), (finished - started).total_seconds()
+            )
+        self.log.info("window %d merged %d partials into %s; deadline %s", window_id, len(partials), result, "met" if met else "MISSED")
+        context["ti"].xcom_push(key="output_location", value=str(result))
+        return str(result)

@@ -1,0 +1,1 @@
+"""Triggers: waits that belong in the triggerer, not in a worker slot."""

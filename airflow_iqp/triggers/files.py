@@ -1,0 +1,33 @@
+"""Wait in the triggerer until every file of a batch has landed.
+
+Read-only: triggers may run more than once (after a triggerer restart, or twice during a
+hand-over), so this one only looks at the landing directory; the task does the writing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+
+class FilesLandedTrigger(BaseTrigger):
+    def __init__(self, paths: Sequence[str], poll_interval: float = 1.0) -> None:
+        super().__init__()
+        self.paths = list(paths)
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {"paths": self.paths, "poll_interval": self.poll_interval})
+
+    def missing(self) -> list[str]:
+        return [p for p in self.paths if not os.path.exists(p)]
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while missing := self.missing():
+            self.log.debug("%d of %d files not landed yet, e.g. %s", len(missing), len(self.paths), missing[0])
+            await asyncio.sleep(self.poll_interval)
+        yield TriggerEvent({"landed": len(self.paths)})

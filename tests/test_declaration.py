@@ -1,0 +1,88 @@
+"""Bad declarations fail when the DAG file is parsed, with a message that says what to fix."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare, plan_files
+
+MODEL = {"query": "q6", "paths": {"spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}}}
+
+
+@pytest.fixture
+def cost_model(tmp_path: Path) -> Path:
+    path = tmp_path / "q6.json"
+    path.write_text(json.dumps(MODEL))
+    return path
+
+
+def args(cost_model: Path, **overrides: object) -> dict:
+    base = dict(
+        query="q6",
+        window=timedelta(seconds=20),
+        deadline=timedelta(seconds=30),
+        landing="/tmp/landing",
+        rate=ArrivalRate(files_per_second=2, rows_per_file=430),
+        cost_model=cost_model,
+    )
+    return base | overrides
+
+
+def test_good_declaration_plans_two_batches(cost_model: Path) -> None:
+    declaration = declare(**args(cost_model))
+    planned = plan_files(declaration, declaration.rate)
+    assert planned.plan.feasible and len(planned.plan.batches) == 2
+    assert planned.finish <= 20 + 30
+
+
+def test_unknown_query_file_lists_the_known_ones(cost_model: Path) -> None:
+    with pytest.raises(InvalidDeclaration, match=r"query: unknown query 'q66'.*known queries: q1, q3"):
+        declare(**args(cost_model, query="q66"))
+
+
+def test_unsupported_sql_names_the_construct(cost_model: Path, tmp_path: Path) -> None:
+    query = tmp_path / "distinct.sql"
+    query.write_text("-- name: distinct\n-- streams: lineitem\n-- static:\nselect count(distinct l_suppkey) as n from lineitem\n")
+    with pytest.raises(InvalidDeclaration, match=r"COUNT\(DISTINCT"):
+        declare(**args(cost_model, query=str(query)))
+
+
+def test_missing_cost_model(tmp_path: Path) -> None:
+    with pytest.raises(InvalidDeclaration, match=r"cost_model: .*nope.json does not exist.*iqp fit-cost-model"):
+        declare(**args(tmp_path / "nope.json"))
+
+
+def test_malformed_cost_model_names_the_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"paths": {"spark_submit": {"partial": {"points": [[10, 5.0], [5, 6.0]]}, "merge": {"points": [[1, 1.0]]}}}}))
+    with pytest.raises(InvalidDeclaration, match=r"paths.spark_submit.partial: points\[1\]"):
+        declare(**args(bad))
+
+
+def test_unmeetable_deadline_says_the_earliest_feasible_one(cost_model: Path) -> None:
+    with pytest.raises(InvalidDeclaration, match=r"can never be met .* earliest feasible deadline is ([\d.]+) s") as info:
+        declare(**args(cost_model, deadline=timedelta(seconds=10)))
+    earliest = float(info.value.args[0].rsplit("is ", 1)[1].split(" s")[0])
+    declare(**args(cost_model, deadline=timedelta(seconds=earliest)))  # and that one works
+
+
+@pytest.mark.parametrize(
+    ("overrides", "field"),
+    [
+        ({"window": timedelta(0)}, "window"),
+        ({"deadline": -timedelta(seconds=1)}, "deadline"),
+        ({"rate": "sometimes"}, "rate"),
+    ],
+)
+def test_bad_fields_are_named(cost_model: Path, overrides: dict, field: str) -> None:
+    with pytest.raises(InvalidDeclaration, match=field):
+        declare(**args(cost_model, **overrides))
+
+
+def test_bad_rate_is_named() -> None:
+    with pytest.raises(InvalidDeclaration, match="rate.files_per_second"):
+        ArrivalRate(files_per_second=0, rows_per_file=10)
