@@ -1,0 +1,44 @@
+"""docker/ cannot run here (no Docker engine), so check what can be checked without one."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+DOCKER = Path(__file__).resolve().parents[1] / "docker"
+
+
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+
+
+def test_dockerfile_copies_what_exists() -> None:
+    root = DOCKER.parent
+    for line in (DOCKER / "Dockerfile").read_text().splitlines():
+        if line.startswith("COPY "):
+            for source in line.split()[1:-1]:
+                assert (root / source).exists(), f"Dockerfile copies missing {source}"
+
+
+def test_every_airflow_service_shares_connections_and_the_data_volume() -> None:
+    services = compose()["services"]
+    airflow = [name for name in services if name.startswith("airflow-")]
+    assert {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(airflow)
+    for name in airflow:
+        env = services[name]["environment"]
+        assert json.loads(env["AIRFLOW_CONN_IQP_SPARK"])["host"] == "spark://spark-master:7077"
+        assert "iqp-data:/data" in services[name]["volumes"]
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+        assert "iqp-data:/data" in services[name]["volumes"]
+
+
+def test_ledger_database_is_created_and_separate_from_airflows() -> None:
+    env = compose()["services"]["airflow-scheduler"]["environment"]
+    ledger = json.loads(env["AIRFLOW_CONN_IQP_DEFAULT"])["host"]
+    ledger_db = ledger.rsplit("/", 1)[1]
+    assert ledger_db != env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].rsplit("/", 1)[1]
+    created = re.findall(r"CREATE DATABASE (\w+)", (DOCKER / "initdb" / "10-iqp-ledger.sql").read_text())
+    assert created == [ledger_db]
