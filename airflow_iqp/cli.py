@@ -11,6 +11,7 @@ from collections.abc import Sequence
 COMMAND_MODULES = (
     "airflow_iqp.commands.plan",
     "airflow_iqp.commands.data",
+    "airflow_iqp.commands.fit_cost_model",
     "airflow_iqp.commands.db",
 )
 

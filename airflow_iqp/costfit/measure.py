@@ -1,0 +1,78 @@
+"""What to measure for one query on one execution path, and measuring it.
+
+A *split* processes the whole stream as k batches: k partial jobs, then one merge of the k
+partials. Splits at doubling k give partial timings at halving batch sizes and merge timings
+at doubling partial counts, and their totals are the cost-by-batches curve (the paper's Fig. 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from airflow_iqp.costfit.batches import Dataset
+from airflow_iqp.costfit.runners import Runner
+from airflow_iqp.spark.jobs.output import MARKER
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Splits to run (k batches each), then single timed partials of the first n files, for each n."""
+
+    splits: tuple[int, ...]
+    single_partials: tuple[int, ...] = ()
+
+    def jobs(self) -> int:
+        return sum(k + 1 for k in self.splits) + len(self.single_partials)
+
+
+@dataclass
+class Measurements:
+    partial: list[dict] = field(default_factory=list)  # {"tuples", "seconds", "batches"}
+    merge: list[dict] = field(default_factory=list)  # {"partials", "seconds"}
+
+    def split_totals(self) -> dict[int, float]:
+        """Seconds to process the whole stream per number of batches: all partials plus the merge."""
+        totals = {m["partials"]: m["seconds"] for m in self.merge}
+        for p in self.partial:
+            if p["batches"] in totals:
+                totals[p["batches"]] += p["seconds"]
+        return dict(sorted(totals.items()))
+
+
+def measure(query: str, streams: Sequence[str], data: Dataset, runner: Runner, plan: Plan, workdir: Path,
+            step: Callable[[str], None], merge_inputs: Runner | None = None, warm_up: bool = False) -> Measurements:
+    """Run `plan` with outputs under `workdir`; `warm_up` first runs an untimed partial and merge,
+    so JIT and code generation of the query's first run do not land on the one-batch split.
+
+    With `merge_inputs` (the in-process runner) the splits' partial outputs are made untimed by
+    it (or reused from an earlier measurement in the same `workdir`), and only their merges are
+    timed by `runner`: on the spark-submit path every job pays ~10 s of start-up, too dear to run
+    every partial of every split.
+    """
+    result = Measurements()
+    if warm_up:
+        first = workdir / "warm-up" / "batch-0000"
+        runner.partial(query, data, data.batch(streams, range(0, 1)), first)
+        runner.merge(query, [first], workdir / "warm-up" / "result")
+    for k in plan.splits:
+        outputs = []
+        for i, files in enumerate(data.split(k)):
+            output = workdir / f"split-{k}" / f"batch-{i:04d}"
+            if merge_inputs is None:
+                seconds = runner.partial(query, data, data.batch(streams, files), output)
+                result.partial.append({"tuples": data.tuples(streams, files), "seconds": seconds, "batches": k})
+            elif not (output / MARKER).is_file():  # not left by an earlier path's measurement
+                merge_inputs.partial(query, data, data.batch(streams, files), output)
+            outputs.append(output)
+            step(f"{query} partial {i + 1}/{k}")
+        seconds = runner.merge(query, outputs, workdir / f"split-{k}" / "result")
+        result.merge.append({"partials": k, "seconds": seconds})
+        step(f"{query} merge of {k}")
+    for n in plan.single_partials:
+        files = range(0, n)
+        seconds = runner.partial(query, data, data.batch(streams, files), workdir / f"single-{n}")
+        result.partial.append({"tuples": data.tuples(streams, files), "seconds": seconds, "batches": None})
+        step(f"{query} partial of {n} file(s)")
+    return result

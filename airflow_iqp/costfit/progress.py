@@ -1,0 +1,25 @@
+"""A one-line progress bar on stderr: fitting all queries takes many minutes."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+
+class Progress:
+    def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.total, self.done, self.stream, self.width = max(total, 1), 0, stream, width
+        self.start = time.monotonic()
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        filled = self.width * min(self.done, self.total) // self.total
+        elapsed = time.monotonic() - self.start
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {self.done}/{self.total} {elapsed:5.0f}s {label[:40]:<40}")
+        self.stream.flush()
+
+    def close(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,112 @@
+"""Running one partial or merge job and timing it, on each execution path.
+
+Both runners call the very jobs the scheduler runs (`partial_job`, `merge_job`), so a model
+is fitted to the work that will be planned, output commit included.
+`InProcessRunner` times the job alone in one shared session; `SubmitRunner` times the whole
+`spark-submit` process, since JVM and session start-up are paid by every batch on that path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from airflow_iqp.costfit.batches import Batch, Dataset
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MASTER = "local[2]"
+
+
+class Runner(Protocol):
+    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float: ...
+
+    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float: ...
+
+
+def _write_batch(batch: Batch, output: Path) -> Path:
+    path = output.with_name(output.name + ".batch.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({s: [str(f) for f in files] for s, files in batch.items()}))
+    return path
+
+
+def _partial_argv(query: str, data: Dataset, batch: Batch, output: Path) -> list[str]:
+    return ["--query", query, "--batch", str(_write_batch(batch, output)), "--static", str(data.static_dir),
+            "--manifest", str(data.manifest_path), "--output", str(output)]
+
+
+def _merge_argv(query: str, partials: Sequence[Path], output: Path) -> list[str]:
+    return ["--query", query, "--output", str(output), *map(str, partials)]
+
+
+def local_session() -> SparkSession:
+    """The shared session of the in-process path: same master as the spark-submit runs."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master(MASTER).appName("iqp-fit-cost-model")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")  # a WARN per job would bury the progress bar
+    return spark
+
+
+class InProcessRunner:
+    """Jobs as function calls on the active session (the jobs pick it up with getOrCreate)."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+        from airflow_iqp.spark.jobs import partial_job
+
+        args = partial_job.parse_args(_partial_argv(query, data, batch, output))
+        return _timed(partial_job.run, args)
+
+    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+        from airflow_iqp.spark.jobs import merge_job
+
+        return _timed(merge_job.run, merge_job.parse_args(_merge_argv(query, partials, output)))
+
+
+def _timed(run: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> float:
+    start = time.perf_counter()
+    run(args)
+    return time.perf_counter() - start
+
+
+class SubmitRunner:
+    """One `spark-submit` application per job, timed from launch to exit."""
+
+    def __init__(self, spark_submit: str | None = None) -> None:
+        self.spark_submit = spark_submit or str(Path(sys.executable).with_name("spark-submit"))
+        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+                    "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+
+    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+        return self._submit("partial_job.py", _partial_argv(query, data, batch, output))
+
+    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+        return self._submit("merge_job.py", _merge_argv(query, partials, output))
+
+    def _submit(self, job: str, argv: list[str]) -> float:
+        command = [self.spark_submit, "--master", MASTER, "--conf", "spark.ui.enabled=false",
+                   "--conf", "spark.ui.showConsoleProgress=false", str(JOBS_DIR / job), *argv]
+        start = time.perf_counter()
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        if done.returncode != 0:
+            tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+            raise RuntimeError(f"{job} failed with exit code {done.returncode}:\n{tail}")
+        return seconds
