@@ -52,7 +52,10 @@ def _fit(args: argparse.Namespace) -> int:
     files = data.manifest.files
     plans = {
         "in_process": Plan(splits=tuple(k for k in (1, 2, 4, 8, 16) if k <= files), single_partials=(1,)),
-        "spark_submit": Plan(splits=(min(16, files),), single_partials=(1, files)),
+        "spark_submit": Plan(
+            splits=tuple(sorted({min(2, files), min(16, files)})),
+            single_partials=tuple(sorted({1, max(1, files // 4), files})),
+        ),
     }
     in_process = InProcessRunner(local_session())  # also makes the untimed merge inputs of spark_submit
     runners = {"in_process": in_process, "spark_submit": SubmitRunner()}
