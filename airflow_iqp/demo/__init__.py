@@ -1,0 +1,10 @@
+"""`make demo`: the example DAGs on a live, embedded Airflow, end to end.
+
+`python -m airflow_iqp.demo` generates a small TPC-H stream, starts `airflow standalone`
+(SQLite, LocalExecutor, Spark local[2]) under ./.demo/, replays one two-minute window at twice
+the generated rate, unpauses the example DAGs, waits until their window is merged, prints per
+window batches, tuples, predicted vs actual cost, deadline and result rows, and checks every
+result against one Spark SQL pass over the same files. IQP_DEMO_ONCE=1 exits then; otherwise
+Airflow keeps running (UI address and login printed) until Ctrl-C. Everything it starts runs in
+its own process group and is stopped with it.
+"""

@@ -1,0 +1,340 @@
+"""Run the demo: see airflow_iqp/demo/__init__.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from airflow_iqp.demo.standalone import API, BIN, DemoAirflow, stop_group, wait_healthy
+
+REPO = Path(__file__).resolve().parents[2]
+DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
+DAGS = REPO / "dags"
+# (dag id, query): the example DAG files in dags/, their windows and deadlines as declared there.
+EXAMPLES = (("iqp_q6", "q6"), ("iqp_q14", "q14"), ("iqp_q1", "q1"))
+WINDOW = timedelta(minutes=2)  # as the example DAGs declare
+DEADLINES = {"q6": 90.0, "q14": 150.0, "q1": 240.0}  # seconds after the window end, as declared
+FILES = 280  # generated at one file per (event-time) second...
+SPEEDUP = 2.0  # ...and replayed two a second: 240 files in the demo window, 30 before, 10 after
+SCALES = (0.2, 0.15, 0.25, 0.1, 0.3)  # tried in order: the first that makes a plan batch
+LINEITEM_PER_SCALE = 6_001_215  # TPC-H lineitem rows at scale 1 (approximately, below 1)
+LEAD = timedelta(seconds=15)  # replay starts this long before the demo window opens
+STARTUP = timedelta(seconds=100)  # Airflow standalone up, DAGs parsed and unpaused (measured 85-95 s on 2 busy cores)
+AFTER_WINDOW_TIMEOUT = timedelta(minutes=8)  # give up this long after the window end
+POLL_S = 5.0
+
+
+def log(message: str, started: float) -> None:
+    print(f"[{time.monotonic() - started:6.1f}s] {message}", flush=True)
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+
+def plans(rows_per_file: float) -> dict[str, object]:
+    """Each example's WindowPlan at the demo's rate (cost models read fresh), or its error."""
+    from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare, plan_files
+
+    rate = ArrivalRate(files_per_second=SPEEDUP, rows_per_file=rows_per_file)
+    out: dict[str, object] = {}
+    for _, query in EXAMPLES:
+        try:
+            declaration = declare(
+                query=query, window=WINDOW, deadline=timedelta(seconds=DEADLINES[query]),
+                landing=DEMO_DIR / "landing", rate=rate, cost_model=query,
+            )
+            out[query] = plan_files(declaration, rate)
+        except InvalidDeclaration as err:
+            out[query] = err
+    return out
+
+
+def demo_works(planned: dict[str, object]) -> bool:
+    """Every example valid, and at least one window planned in two or more batches."""
+    from airflow_iqp.declaration import WindowPlan
+
+    if not all(isinstance(p, WindowPlan) and p.plan.feasible for p in planned.values()):
+        return False
+    return any(len(p.plan.batches) >= 2 for p in planned.values())  # type: ignore[union-attr]
+
+
+def choose_scale() -> tuple[float, dict[str, object]]:
+    tried = []
+    for scale in SCALES:
+        planned = plans(LINEITEM_PER_SCALE * scale / FILES)
+        if demo_works(planned):
+            return scale, planned
+        tried.append(f"scale {scale}: " + "; ".join(f"{q}: {describe_plan(p)}" for q, p in planned.items()))
+    raise SystemExit(
+        "demo: no stream scale makes an example DAG's window need two batches under the cost models in "
+        "cost_models/ (or one is infeasible):\n  " + "\n  ".join(tried)
+    )
+
+
+def describe_plan(planned: object) -> str:
+    from airflow_iqp.declaration import WindowPlan
+
+    if not isinstance(planned, WindowPlan):
+        return f"invalid ({planned})"
+    p = planned.plan
+    parts = ", ".join(f"files {b.first}-{b.last} at {b.start:.0f}s ({b.cost:.0f}s)" for b in p.batches)
+    return f"{len(p.batches)} batch(es) [{parts}], merge {planned.merge_seconds:.0f}s, finish {planned.finish:.0f}s"
+
+
+# -- the stream --------------------------------------------------------------------------------
+
+
+def stream(scale: float, started: float) -> Path:
+    """The generated stream under .demo/, reused when an earlier demo made the same one."""
+    from airflow_iqp.data.generate import generate
+    from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest
+
+    out = DEMO_DIR / f"stream-s{scale:g}-f{FILES}"
+    if (out / MANIFEST_NAME).is_file():
+        manifest = load_manifest(out / MANIFEST_NAME)
+        if manifest.scale == scale and manifest.files == FILES and manifest.seconds_per_file == 1.0:
+            log(f"stream: reusing {out}", started)
+            return out
+    t = time.monotonic()
+    manifest = generate(out, scale=scale, files=FILES, seconds_per_file=1.0)
+    rows = {s: sum(f.rows for f in files) for s, files in manifest.streams.items()}
+    log(f"stream: generated {FILES} files per stream at scale {scale:g} in {time.monotonic() - t:.1f}s: {rows}", started)
+    return out
+
+
+def lineitem_rows_per_file(source: Path) -> float:
+    from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest
+
+    manifest = load_manifest(source / MANIFEST_NAME)
+    return sum(f.rows for f in manifest.streams["lineitem"]) / manifest.files
+
+
+def next_window_start(after: datetime) -> datetime:
+    """The first window boundary at or after `after` (windows count from 2000-01-01, as the timetable)."""
+    origin = datetime(2000, 1, 1, tzinfo=UTC)
+    steps = -(-(after - origin) // WINDOW)
+    return origin + steps * WINDOW
+
+
+# -- Airflow -----------------------------------------------------------------------------------
+
+
+def fresh_home() -> tuple[Path, Path, Path]:
+    """Airflow home, landing directory and ledger of this run; an earlier run's are removed."""
+    home, landing, ledger = DEMO_DIR / "airflow", DEMO_DIR / "landing", DEMO_DIR / "iqp_ledger.db"
+    for path in (home, landing):
+        shutil.rmtree(path, ignore_errors=True)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        Path(f"{ledger}{suffix}").unlink(missing_ok=True)
+    home.mkdir(parents=True)
+    return home, landing, ledger
+
+
+def wait_for_dags(airflow: DemoAirflow, started: float, timeout: float = 240) -> None:
+    wanted = {dag for dag, _ in EXAMPLES}
+    give_up = time.monotonic() + timeout
+    while time.monotonic() < give_up:
+        result = airflow.airflow("dags", "list", "-o", "json")
+        found = set()
+        if result.returncode == 0:
+            try:
+                listing = next(line for line in result.stdout.splitlines() if line.startswith("[{"))
+                found = {d["dag_id"] for d in json.loads(listing)}
+            except (StopIteration, ValueError):
+                pass
+        if wanted <= found:
+            log(f"DAGs parsed: {', '.join(sorted(wanted))}", started)
+            return
+        errors = airflow.airflow("dags", "list-import-errors", "-o", "json")
+        if errors.returncode == 0 and "dags/iqp_" in errors.stdout:
+            raise RuntimeError(f"an example DAG failed to import:\n{errors.stdout[-3000:]}")
+        time.sleep(2)
+    raise TimeoutError(f"the example DAGs did not appear within {timeout:g} s (found {sorted(found)})")
+
+
+def check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    if result.returncode != 0:
+        raise RuntimeError(f"{what} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
+
+
+# -- the run -----------------------------------------------------------------------------------
+
+
+def progress(rows: dict[str, object]) -> str:
+    parts = []
+    for _, query in EXAMPLES:
+        row = rows.get(query)
+        if row is None:
+            parts.append(f"{query}: not planned")
+        else:
+            done = sum(1 for b in row.batches if b.status == "done")  # type: ignore[attr-defined]
+            running = sum(1 for b in row.batches if b.status == "running")  # type: ignore[attr-defined]
+            parts.append(
+                f"{query}: {row.status} {done}/{len(row.batches)} batches done"  # type: ignore[attr-defined]
+                + (f", {running} running" if running else "")
+            )
+    return "; ".join(parts)
+
+
+def gave_up(row) -> bool:  # noqa: ANN001
+    """A batch failed on its retry too: the merge will not run, the window stays unmerged."""
+    return any(b.status == "failed" and b.attempts >= 2 for b in row.batches)
+
+
+def wait_for_windows(ledger_url: str, window_start: datetime, standalone: subprocess.Popen[bytes], started: float) -> dict:
+    from airflow_iqp.demo.summary import window_row
+    from airflow_iqp.ledger import session_scope
+
+    give_up = window_start + WINDOW + AFTER_WINDOW_TIMEOUT
+    last = ""
+    while True:
+        with session_scope(ledger_url) as session:
+            rows = {query: window_row(session, query, window_start) for _, query in EXAMPLES}
+        line = progress(rows)
+        now = datetime.now(UTC)
+        offset = (now - window_start).total_seconds()
+        if line != last or int(offset) % 30 < POLL_S:
+            log(f"window {offset:+.0f}s: {line}", started)
+            last = line
+        if all(r is not None and (r.finished or gave_up(r)) for r in rows.values()):
+            return rows
+        if standalone.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited with {standalone.returncode}")
+        if now > give_up:
+            raise TimeoutError(
+                f"the demo window was not merged within {AFTER_WINDOW_TIMEOUT} after its end: {line}"
+            )
+        time.sleep(POLL_S)
+
+
+def verify(rows: dict, landing: Path, started: float) -> dict:
+    from airflow_iqp.demo.verify import local_spark, verify_window
+
+    t = time.monotonic()
+    spark = local_spark()
+    checked = {}
+    try:
+        for query, row in rows.items():
+            if row.status != "merged" or not row.result_location:
+                checked[query] = row
+                continue
+            result, problems = verify_window(spark, query, landing, row.window_start, row.window_end, row.result_location)
+            for problem in problems:
+                print(f"  {query}: {problem}")
+            checked[query] = replace(row, result_rows=len(result), verified=not problems)
+    finally:
+        spark.stop()
+    log(f"verified against single-pass Spark SQL in {time.monotonic() - t:.1f}s", started)
+    return checked
+
+
+def main() -> int:
+    started = time.monotonic()
+    once = os.environ.get("IQP_DEMO_ONCE", "") not in ("", "0")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    DEMO_DIR.mkdir(parents=True, exist_ok=True)
+
+    scale, planned = choose_scale()
+    source = stream(scale, started)
+    rows_per_file = lineitem_rows_per_file(source)
+    planned = plans(rows_per_file)
+    if not demo_works(planned):
+        raise SystemExit(f"demo: at {rows_per_file:.0f} rows per file no example needs two batches: {planned}")
+    log(f"plans at {SPEEDUP:g} files/s of ~{rows_per_file:.0f} lineitem rows, windows of {WINDOW.total_seconds():.0f}s:", started)
+    for query, p in planned.items():
+        print(f"    {query} (deadline window end + {DEADLINES[query]:g}s): {describe_plan(p)}")
+
+    from airflow_iqp.ledger.engine import migrate
+
+    home, landing, ledger = fresh_home()
+    ledger_url = f"sqlite:///{ledger}"
+    migrate(ledger_url)
+    window_start = next_window_start(datetime.now(UTC) + STARTUP)
+    airflow = DemoAirflow(
+        home=home,
+        dags=DAGS,
+        ledger=ledger,
+        extra_env={
+            "IQP_LANDING": str(landing),
+            "IQP_FILES_PER_SECOND": str(SPEEDUP),
+            "IQP_ROWS_PER_FILE": f"{rows_per_file:.1f}",
+            # One run per DAG: the demo window (a later window would find no files).
+            "IQP_FIRST_WINDOW": window_start.isoformat(),
+            "IQP_LAST_WINDOW": (window_start + WINDOW / 2).isoformat(),
+        },
+    )
+    standalone = replay = None
+    failed = True
+    try:
+        airflow_log = DEMO_DIR / "airflow-standalone.log"
+        standalone = airflow.start(airflow_log)
+        log(f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); demo window {window_start:%H:%M:%S}-"
+            f"{window_start + WINDOW:%H:%M:%S} UTC", started)
+        up = wait_healthy(standalone, 240, airflow_log)
+        log(f"Airflow healthy after {up:.1f}s", started)
+        check(airflow.airflow("pools", "set", "iqp_spark", "1", "spark-submit jobs of the intermittent queries"), "airflow pools set")
+        wait_for_dags(airflow, started)
+        check(airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"), "airflow dags unpause")
+        log("pool iqp_spark (1 slot) set, DAGs unpaused", started)
+
+        wait = (window_start - LEAD - datetime.now(UTC)).total_seconds()
+        if wait > 0:
+            log(f"replay starts in {wait:.0f}s ({LEAD.total_seconds():.0f}s before the window opens)", started)
+            time.sleep(wait)
+        else:
+            log(f"Airflow came up {-wait:.0f}s later than planned: the window gets fewer files", started)
+        with (DEMO_DIR / "replay.log").open("wb") as out:
+            replay = subprocess.Popen(
+                [str(BIN / "iqp"), "data", "replay", "--source", str(source), "--landing", str(landing),
+                 "--speedup", str(SPEEDUP)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=airflow.environ(),
+            )
+        log(f"replaying {FILES} files at {SPEEDUP:g} per second into {landing}", started)
+
+        rows = wait_for_windows(ledger_url, window_start, standalone, started)
+        rows = verify(rows, landing, started)
+
+        from airflow_iqp.demo.summary import batches_table, windows_table
+
+        ordered = [rows[q] for _, q in EXAMPLES]
+        print("\nWindows (times relative to the window end):")
+        print(windows_table(ordered))
+        print("\nBatches (times from the window start; wait = release to spark-submit start):")
+        print(batches_table(ordered))
+        bad = [r.query for r in ordered if r.status != "merged" or r.verified is not True]
+        failed = bool(bad)
+        print()
+        if failed:
+            print(f"FAILED: {', '.join(bad)} (a window failed or its result differs from single-pass Spark SQL)")
+        else:
+            print("every window merged and equals single-pass Spark SQL over the same files")
+        login = airflow.password()
+        print(f"Airflow UI: {API}  login: {login[0]} / {login[1]}" if login else f"Airflow UI: {API}")
+        log("demo done", started)
+        if not once:
+            print("Airflow keeps running; Ctrl-C stops it.", flush=True)
+            while standalone.poll() is None:
+                time.sleep(1)
+    except KeyboardInterrupt:
+        print("\ninterrupted")
+    except (RuntimeError, TimeoutError) as err:
+        print(f"\nFAILED: {err}", file=sys.stderr)
+        failed = True
+    finally:
+        stop_group(replay, grace=5)
+        stop_group(standalone)
+        log("stopped everything the demo started", started)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""The demo's tables, read from the ledger: one line per window, one per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from airflow_iqp.ledger.models import CostObservation, Query, Window
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    query: str
+    index: int
+    status: str
+    attempts: int
+    files: int
+    tuples: int | None
+    release: datetime
+    planned_start: datetime
+    actual_start: datetime | None
+    actual_end: datetime | None
+    predicted_cost: float
+    actual_cost: float | None
+
+    @property
+    def wait_s(self) -> float | None:
+        """Release (its last file due) to the spark-submit starting: trigger, scheduler, pool."""
+        return None if self.actual_start is None else (self.actual_start - self.release).total_seconds()
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    query: str
+    window_start: datetime
+    window_end: datetime
+    deadline: datetime
+    status: str
+    batches_done: int
+    batches_planned: int
+    expected_tuples: int
+    tuples: int | None
+    predicted_cost: float  # partial jobs plus the merge, as planned
+    actual_cost: float | None  # partial jobs plus the merge, as measured
+    predicted_finish: datetime | None
+    actual_finish: datetime | None
+    deadline_met: bool | None
+    result_location: str | None
+    batches: tuple[BatchRow, ...]
+    result_rows: int | None = None
+    verified: bool | None = None  # equal to single-pass Spark SQL; None: not checked
+
+    @property
+    def finished(self) -> bool:
+        return self.status in ("merged", "failed")
+
+
+def _after(end: datetime, at: datetime | None) -> str:
+    return "-" if at is None else f"{(at - end).total_seconds():+.0f}s"
+
+
+def _merge_seconds(session: Session, query_id: int, window: Window) -> float | None:
+    """The merge job's measured seconds: the query's merge observation closest to the finish."""
+    if window.actual_finish is None:
+        return None
+    found = session.scalars(
+        select(CostObservation).where(
+            CostObservation.query_id == query_id,
+            CostObservation.kind == "merge",
+            CostObservation.observed_at >= window.window_start,
+            CostObservation.observed_at <= window.actual_finish + timedelta(minutes=1),
+        )
+    ).all()
+    if not found:
+        return None
+    return min(found, key=lambda o: abs((o.observed_at - window.actual_finish).total_seconds())).seconds
+
+
+def window_row(session: Session, query: str, window_start: datetime) -> WindowRow | None:
+    """The ledger's window of `query` starting at `window_start`, or None before it is planned."""
+    found = session.execute(
+        select(Window, Query.id).join(Query).where(Query.name == query, Window.window_start == window_start)
+    ).first()
+    if found is None:
+        return None
+    w, query_id = found
+    batches = tuple(
+        BatchRow(
+            query=query, index=b.batch_index, status=b.status, attempts=b.attempts,
+            files=max((len(f) for f in (b.files or {}).values()), default=0),
+            tuples=b.actual_tuples, release=b.release, planned_start=b.planned_start,
+            actual_start=b.actual_start, actual_end=b.actual_end,
+            predicted_cost=b.predicted_cost, actual_cost=b.actual_cost,
+        )
+        for b in w.batches
+    )
+    done = [b for b in batches if b.status == "done"]
+    merge = _merge_seconds(session, query_id, w)
+    planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
+    actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
+    return WindowRow(
+        query=query, window_start=w.window_start, window_end=w.window_end, deadline=w.deadline,
+        status=w.status, batches_done=len(done), batches_planned=len(batches),
+        expected_tuples=w.expected_tuples, tuples=w.actual_tuples,
+        predicted_cost=sum(b.predicted_cost for b in batches if b.status != "skipped") + planned_merge,
+        actual_cost=actual, predicted_finish=w.predicted_finish, actual_finish=w.actual_finish,
+        deadline_met=w.deadline_met, result_location=w.result_location, batches=batches,
+    )
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Plain columns: text left-aligned, numbers right-aligned, a rule under the header."""
+    cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    numeric = [
+        all(_looks_numeric(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))
+    ]
+
+    def line(row: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric)).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
+
+
+def _looks_numeric(text: str) -> bool:
+    stripped = text.replace(",", "").replace("s", "").replace("+", "").replace("%", "")
+    try:
+        float(stripped)
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def _yes_no(value: bool | None) -> str:
+    return "-" if value is None else ("yes" if value else "NO")
+
+
+def windows_table(rows: Sequence[WindowRow]) -> str:
+    headers = (
+        "query", "window (UTC)", "status", "batches", "tuples", "pred cost", "actual cost",
+        "pred finish", "finish", "deadline", "met", "result rows", "= 1-pass SQL",
+    )
+    body = [
+        (
+            r.query,
+            f"{r.window_start:%H:%M:%S}-{r.window_end:%H:%M:%S}",
+            r.status,
+            f"{r.batches_done}/{r.batches_planned}",
+            f"{r.tuples:,}" if r.tuples is not None else None,
+            f"{r.predicted_cost:.1f}s",
+            f"{r.actual_cost:.1f}s" if r.actual_cost is not None else None,
+            _after(r.window_end, r.predicted_finish),
+            _after(r.window_end, r.actual_finish),
+            _after(r.window_end, r.deadline),
+            _yes_no(r.deadline_met),
+            r.result_rows,
+            _yes_no(r.verified),
+        )
+        for r in rows
+    ]
+    return format_table(headers, body)
+
+
+def batches_table(rows: Sequence[WindowRow]) -> str:
+    """Per batch, seconds from the window start, and the wait from release to spark-submit."""
+    headers = (
+        "query", "batch", "status", "tries", "files", "tuples", "release", "planned", "started",
+        "ended", "wait", "pred cost", "actual cost",
+    )
+
+    def at(w: WindowRow, t: datetime | None) -> str | None:
+        return None if t is None else f"{(t - w.window_start).total_seconds():.1f}s"
+
+    body = [
+        (
+            w.query, b.index, b.status, b.attempts, b.files,
+            f"{b.tuples:,}" if b.tuples is not None else None,
+            at(w, b.release), at(w, b.planned_start), at(w, b.actual_start), at(w, b.actual_end),
+            f"{b.wait_s:.1f}s" if b.wait_s is not None else None,
+            f"{b.predicted_cost:.1f}s",
+            f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
+        )
+        for w in rows
+        for b in w.batches
+    ]
+    return format_table(headers, body)

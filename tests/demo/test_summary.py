@@ -1,0 +1,138 @@
+"""The demo's summary tables (from a real ledger) and its single-pass verification (tiny data)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
+from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
+from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
+from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.queries import load_query
+
+START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+END = START + timedelta(minutes=2)
+
+
+def at(seconds: float) -> datetime:
+    return START + timedelta(seconds=seconds)
+
+
+def test_format_table_aligns_text_left_and_numbers_right() -> None:
+    table = format_table(("name", "n"), [("a", 1), ("bbb", 22), ("c", None)])
+    assert table.splitlines() == ["name   n", "----  --", "a      1", "bbb   22", "c      -"]
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with session_scope(url) as session:
+        store.register_query(session, "q6", "SELECT 1", mode="static", params={})
+        window_id = store.record_plan(
+            session, "q6", START, END, END + timedelta(seconds=90), expected_tuples=1000,
+            plan={"merge_cost": 25.0},
+            batches=[
+                {"index": i, "first_tuple": f, "last_tuple": l, "release": at(r), "latest_start": at(s),
+                 "planned_start": at(s), "predicted_cost": c}
+                for i, (f, l, r, s, c) in enumerate([(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)])
+            ],
+            predicted_finish=at(210),
+        )
+        for index, (start, end, rows) in enumerate([(at(45), at(70), 400), (at(125), at(150), 600)]):
+            store.freeze_batch_files(session, window_id, index, {"lineitem": ["a", "b"] if index else ["a"]})
+            store.start_batch(session, window_id, index, start)
+            store.finish_batch(session, window_id, index, start, end, rows, (end - start).total_seconds(), f"/out/{index}")
+        store.record_cost_observation(session, "q6", "spark_submit", "merge", 2, 20.0, observed_at=at(175))
+        store.record_merge(session, window_id, at(175), 1000, "/out/result")
+    return url
+
+
+def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
+    with session_scope(ledger) as session:
+        row = window_row(session, "q6", START)
+        assert window_row(session, "q6", END) is None
+    assert row is not None and row.finished and row.status == "merged" and row.deadline_met
+    assert (row.batches_done, row.batches_planned, row.tuples) == (2, 2, 1000)
+    assert row.predicted_cost == pytest.approx(45 + 65 + 25)
+    assert row.actual_cost == pytest.approx(25 + 25 + 20)
+    assert [b.wait_s for b in row.batches] == [pytest.approx(5.0), pytest.approx(5.5)]
+    assert [b.files for b in row.batches] == [1, 2]
+
+    windows = windows_table([row]).splitlines()
+    assert windows[0].split() == [
+        "query", "window", "(UTC)", "status", "batches", "tuples", "pred", "cost", "actual", "cost",
+        "pred", "finish", "finish", "deadline", "met", "result", "rows", "=", "1-pass", "SQL",
+    ]
+    assert windows[2].split() == [
+        "q6", "12:00:00-12:02:00", "merged", "2/2", "1,000", "135.0s", "70.0s", "+90s", "+55s", "+90s", "yes", "-", "-",
+    ]
+    batches = batches_table([row]).splitlines()
+    assert len(batches) == 4
+    assert batches[3].split() == [
+        "q6", "1", "done", "1", "2", "600", "119.5s", "120.0s", "125.0s", "150.0s", "5.5s", "65.0s", "25.0s",
+    ]
+
+
+def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:
+    assert compare_rows([{"n": 3, "x": 1.0, "d": Decimal("2.50")}], [{"n": 3, "x": 1.0 + 1e-12, "d": Decimal("2.5")}]) == []
+    assert compare_rows([{"x": 1.0}], [{"x": 1.0 + 1e-6}]) != []
+    assert compare_rows([{"n": 3}], [{"n": 4}]) == ["row 0 n: 3 but single pass gives 4"]
+    assert compare_rows([{"d": Decimal("1.000000001")}], [{"d": Decimal("1.000000002")}]) == []
+    assert compare_rows([{"d": Decimal("1.00001")}], [{"d": Decimal("1.00002")}]) != []
+    assert compare_rows([], [{"n": 1}]) == ["0 result rows, single pass has 1"]
+    assert compare_rows([{"a": 1}], [{"b": 1}]) == ["row 0: columns ['a'] but single pass has ['b']"]
+    assert compare_rows([{"s": "x", "v": None}], [{"s": "x", "v": None}]) == []
+
+
+def _lineitem(orderkeys: list[int]) -> pa.Table:
+    n = len(orderkeys)
+    return pa.table({
+        "l_orderkey": pa.array(orderkeys, pa.int64()),
+        "l_quantity": pa.array([Decimal("10.00")] * n, pa.decimal128(15, 2)),
+        "l_extendedprice": pa.array([Decimal(f"{100 + k}.50") for k in orderkeys], pa.decimal128(15, 2)),
+        "l_discount": pa.array([Decimal("0.06")] * n, pa.decimal128(15, 2)),
+        "l_shipdate": pa.array([datetime(1994, 6, 1).date()] * n, pa.date32()),
+    })
+
+
+def test_verify_window_uses_only_the_window_files(tmp_path: Path, spark) -> None:
+    source, landing = tmp_path / "stream", tmp_path / "landing"
+    (source / STATIC_DIR).mkdir(parents=True)
+    epoch = START - timedelta(seconds=1)
+    write_descriptor(landing, StreamDescriptor(epoch, 1.0, 4, source, "FR"))
+    for i in range(4):  # slots at -1 s, 0 s, 1 s, 2 s: files 1 and 2 fall in [START, START + 2 s)
+        for base in (landing, source / STREAM_DIR):
+            (base / "lineitem").mkdir(parents=True, exist_ok=True)
+            pq.write_table(_lineitem([10 * i + 1, 10 * i + 2]), base / "lineitem" / part_name(i))
+    window_end = START + timedelta(seconds=2)
+    expected = single_pass(spark, load_query("q6"), landing, START, window_end)
+    revenue = sum((Decimal(f"{100 + k}.50") * Decimal("0.06") for k in (11, 12, 21, 22)), Decimal(0))
+    assert len(expected) == 1 and expected[0]["revenue"] == revenue
+
+    result = tmp_path / "result"
+    result.mkdir()
+    pq.write_table(pa.Table.from_pylist(expected), result / "part-0.parquet")
+    rows, problems = verify_window(spark, "q6", landing, START, window_end, result)
+    assert rows == expected and problems == []
+
+    pq.write_table(pa.Table.from_pylist([{"revenue": revenue + 1}]), result / "part-0.parquet")
+    _, problems = verify_window(spark, "q6", landing, START, window_end, result)
+    assert len(problems) == 1 and problems[0].startswith("row 0 revenue")
+
+
+def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: str) -> None:
+    from airflow_iqp.demo.__main__ import gave_up, next_window_start
+
+    with session_scope(ledger) as session:
+        row = window_row(session, "q6", START)
+    assert not gave_up(row)
+    failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
+    assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
+    assert next_window_start(START) == START and next_window_start(START + timedelta(seconds=1)) == END
