@@ -13,6 +13,7 @@ COMMAND_MODULES = (
     "airflow_iqp.commands.data",
     "airflow_iqp.commands.fit_cost_model",
     "airflow_iqp.commands.db",
+    "airflow_iqp.commands.simulate",
 )
 
 

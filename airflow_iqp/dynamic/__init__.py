@@ -1,0 +1,23 @@
+"""The pure core of the multi-query dynamic mode (Section 4): state, laxity, eligibility, policies.
+
+No Airflow or Spark import: the simulator and the live scheduler share it.
+"""
+
+from airflow_iqp.dynamic.eligibility import Job, next_ready_time, ready_job
+from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
+from airflow_iqp.dynamic.laxity import laxity, remaining_cost
+from airflow_iqp.dynamic.policies import POLICIES, make_policy
+from airflow_iqp.dynamic.state import QueryState
+
+__all__ = [
+    "POLICIES",
+    "Job",
+    "QueryState",
+    "estimate_total",
+    "expected_time_of",
+    "laxity",
+    "make_policy",
+    "next_ready_time",
+    "ready_job",
+    "remaining_cost",
+]

@@ -1,0 +1,75 @@
+"""When a query's next job may run (Section 4): enough input, slow input, a closed window, or
+the last tuple in (the remainder is smaller than MinBatch).
+
+`ready_job` says what may run now; `next_ready_time` says when that can next change, so the
+simulator jumps over idle time instead of stepping through it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from airflow_iqp.dynamic.estimate import expected_time_of
+from airflow_iqp.dynamic.state import QueryState
+
+
+@dataclass(frozen=True)
+class Job:
+    query: str
+    kind: str  # "partial" or "merge"
+    size: int  # tuples of a partial, partial results of a merge
+    cost: float
+
+
+def _slow_input_time(state: QueryState, now: float, batch: int) -> float:
+    """When `batch` more tuples should have arrived at the nominal rate."""
+    total = state.expected_total(now)
+    return expected_time_of(state.processed + batch, total, state.arrival.first_arrival, state.window_end)
+
+
+def ready_job(state: QueryState, now: float, min_batch: bool) -> Job | None:
+    """The job the query would run if picked at `now`, or None if it must wait.
+
+    Without MinBatch (the traditional baselines) any arrived tuple makes a batch. With an
+    unknown total, MinBatch waits until a rate can be observed.
+    """
+    if state.done or now < state.submit_at:
+        return None
+    if state.all_processed:
+        return Job(state.name, "merge", state.batches, state.agg(state.batches))
+    waiting = state.arrived(now) - state.processed
+    if waiting <= 0:
+        return None
+    if not min_batch:
+        return Job(state.name, "partial", waiting, state.cost.cost(waiting))
+    if not state.rate_known(now):
+        return None
+    batch = state.min_batch(now)
+    all_in = state.processed + waiting >= state.true_total
+    if waiting >= batch or all_in or now >= state.window_end or now >= _slow_input_time(state, now, batch):
+        size = min(batch, waiting)
+        return Job(state.name, "partial", size, state.cost.cost(size))
+    return None
+
+
+def next_ready_time(state: QueryState, now: float, min_batch: bool) -> float:
+    """Earliest time at or after `now` at which `ready_job` may return a job (inf: never)."""
+    if state.done:
+        return math.inf
+    if state.all_processed:
+        return max(now, state.submit_at)
+    any_tuple = max(state.arrival.time_of(state.processed + 1), state.submit_at, now)
+    if not min_batch:
+        return any_tuple
+    if not state.rate_known(now):
+        arrived = state.arrived(now)
+        next_arrival = state.arrival.time_of(arrived + 1) if arrived < state.true_total else math.inf
+        return max(min(next_arrival, state.window_end), any_tuple)
+    batch = state.min_batch(now)
+    full_batch = state.arrival.time_of(min(state.processed + batch, state.true_total))
+    return min(
+        max(full_batch, any_tuple),
+        max(state.window_end, any_tuple),
+        max(_slow_input_time(state, now, batch), any_tuple),
+    )
