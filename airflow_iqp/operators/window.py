@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
-from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, STREAM_DIR, load_manifest, part_name
+from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, load_manifest, part_name
 from airflow_iqp.declaration import Declaration
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
@@ -64,5 +64,3 @@ def describe(batch: dict[str, Any]) -> str:
     last = "end" if batch["last"] is None else batch["last"]
     return f"batch {batch['index']} · files {batch['first']}..{last} · start {batch['planned_start'][11:19]}"
 
-
-__all__ = ["JOBS_DIR", "STREAM_DIR", "WindowFiles", "describe", "spark_env", "window_dir"]
