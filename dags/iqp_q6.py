@@ -1,4 +1,4 @@
-"""TPC-H Q6 (forecasting revenue change) over the replayed TPC-H stream: windows of 2 minutes, result due 90 s after each.
+"""TPC-H Q6 (forecasting revenue change) over the replayed TPC-H stream: windows of 2 minutes, result due 45 s after each.
 
 Copy this file to declare your own query: a query file in queries/, a window, a deadline after
 the window end, the landing directory of the stream, the expected rate, and a fitted cost model.
@@ -18,7 +18,7 @@ last_window = os.environ.get("IQP_LAST_WINDOW")
 dag = intermittent_query(
     query="q6",
     window=timedelta(minutes=2),
-    deadline=timedelta(seconds=90),
+    deadline=timedelta(seconds=45),
     landing=os.environ.get("IQP_LANDING", "/tmp/iqp/landing"),
     rate=ArrivalRate(
         files_per_second=float(os.environ.get("IQP_FILES_PER_SECOND", "2")),

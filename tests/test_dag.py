@@ -37,6 +37,6 @@ def test_example_dag_builds_plan_partials_merge(name: str, monkeypatch: pytest.M
 
 def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
     bad = tmp_path / "bad_dag.py"
-    bad.write_text((DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=90)", "deadline=timedelta(seconds=1)"))
+    bad.write_text((DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)"))
     with pytest.raises(InvalidDeclaration, match="earliest feasible deadline"):
         load(bad)
