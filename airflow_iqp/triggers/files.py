@@ -2,12 +2,16 @@
 
 Read-only: triggers may run more than once (after a triggerer restart, or twice during a
 hand-over), so this one only looks at the landing directory; the task does the writing.
+
+Polls fall on wall-clock multiples of the interval, so triggers waiting for the same file fire
+together and the scheduler then orders their tasks by priority, not by which trigger looked first.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -29,5 +33,5 @@ class FilesLandedTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while missing := self.missing():
             self.log.debug("%d of %d files not landed yet, e.g. %s", len(missing), len(self.paths), missing[0])
-            await asyncio.sleep(self.poll_interval)
+            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
         yield TriggerEvent({"landed": len(self.paths)})
