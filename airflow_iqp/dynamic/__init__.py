@@ -3,21 +3,25 @@
 No Airflow or Spark import: the simulator and the live scheduler share it.
 """
 
-from airflow_iqp.dynamic.eligibility import Job, next_ready_time, ready_job
+from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job
 from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
-from airflow_iqp.dynamic.laxity import laxity, remaining_cost
-from airflow_iqp.dynamic.policies import POLICIES, make_policy
+from airflow_iqp.dynamic.laxity import laxity, remaining_cost, work_left
+from airflow_iqp.dynamic.policies import POLICIES, check_policy, make_policy, rank
 from airflow_iqp.dynamic.state import QueryState
 
 __all__ = [
     "POLICIES",
     "Job",
     "QueryState",
+    "batch_reason",
+    "check_policy",
     "estimate_total",
     "expected_time_of",
     "laxity",
     "make_policy",
     "next_ready_time",
+    "rank",
     "ready_job",
     "remaining_cost",
+    "work_left",
 ]

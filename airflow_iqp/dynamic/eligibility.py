@@ -46,10 +46,33 @@ def ready_job(state: QueryState, now: float, min_batch: bool) -> Job | None:
     if not state.rate_known(now):
         return None
     batch = state.min_batch(now)
-    all_in = state.processed + waiting >= state.true_total
-    if waiting >= batch or all_in or now >= state.window_end or now >= _slow_input_time(state, now, batch):
-        size = min(batch, waiting)
-        return Job(state.name, "partial", size, state.cost.cost(size))
+    reason = batch_reason(
+        waiting=waiting,
+        min_batch=batch,
+        all_in=state.processed + waiting >= state.true_total,
+        window_closed=now >= state.window_end,
+        input_late=now >= _slow_input_time(state, now, batch),
+    )
+    if reason is None:
+        return None
+    size = min(batch, waiting)
+    return Job(state.name, "partial", size, state.cost.cost(size))
+
+
+def batch_reason(*, waiting: int, min_batch: int, all_in: bool, window_closed: bool, input_late: bool) -> str | None:
+    """Why `waiting` unprocessed tuples may run as a batch now, or None: MinBatch arrived, the
+    last tuple is in, the window closed, or the input is late (Section 4.4: the time at which
+    MinBatch should have arrived at the expected rate has passed, so waiting only burns slack)."""
+    if waiting <= 0:
+        return None
+    if waiting >= min_batch:
+        return "min_batch"
+    if all_in:
+        return "all_in"
+    if window_closed:
+        return "window_closed"
+    if input_late:
+        return "slow_input"
     return None
 
 
