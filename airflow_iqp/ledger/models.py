@@ -13,11 +13,13 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     BigInteger,
+    Index,
     Integer,
     MetaData,
     String,
     Text,
     TypeDecorator,
+    text,
     UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -26,6 +28,9 @@ WINDOW_STATUSES = ("planned", "running", "merged", "failed")
 BATCH_STATUSES = ("planned", "waiting", "running", "done", "failed", "skipped")
 EXECUTION_PATHS = ("in_process", "spark_submit")
 COST_KINDS = ("partial", "merge")
+REQUEST_KINDS = ("partial", "merge")
+REQUEST_STATES = ("waiting", "granted", "released", "expired")
+OPEN_REQUEST_STATES = ("waiting", "granted")
 
 
 def utcnow() -> datetime:
@@ -129,6 +134,8 @@ class Batch(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     status: Mapped[str] = mapped_column(String(20), default="planned")
     output_location: Mapped[str | None] = mapped_column(Text)
+    slot: Mapped[int | None]  # dynamic mode: the mapped task that cut and runs this batch
+    reason: Mapped[str | None] = mapped_column(String(40))  # dynamic mode: why it fired
 
     window: Mapped[Window] = relationship(back_populates="batches")
 
@@ -144,3 +151,51 @@ class CostObservation(Base):
     size: Mapped[int] = mapped_column(BigInteger)  # tuples for a partial, partials for a merge
     seconds: Mapped[float] = mapped_column(Float)
     observed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Resource(Base):
+    """One unit of the shared Spark capacity; whoever holds its lease may run one job on it.
+    `fence` grows with every grant, so a stale holder's writes can be told apart."""
+
+    __tablename__ = "resources"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=False)
+    holder_id: Mapped[int | None] = mapped_column(Integer)
+    lease_expires: Mapped[datetime | None]
+    fence: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+_open = "state IN ('waiting', 'granted')"
+
+
+class DispatchRequest(Base):
+    """A batch or merge asking for a resource: what the policy ranks it by, and what it got.
+    A window has at most one open (waiting or granted) request: a query runs one job at a time."""
+
+    __tablename__ = "dispatch_requests"
+    __table_args__ = (
+        _one_of("kind", REQUEST_KINDS),
+        _one_of("state", REQUEST_STATES),
+        Index(
+            "uq_dispatch_requests_open_window", "window_id", unique=True,
+            sqlite_where=text(_open), postgresql_where=text(_open),
+        ),
+        Index("ix_dispatch_requests_state", "state"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    window_id: Mapped[int] = mapped_column(ForeignKey("windows.id", ondelete="CASCADE"))
+    query: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(20))
+    slot: Mapped[int]  # the map index of the task that asks (-1: the merge)
+    reason: Mapped[str] = mapped_column(String(40))
+    deadline: Mapped[datetime]
+    remaining_cost: Mapped[float] = mapped_column(Float)
+    lease_seconds: Mapped[float] = mapped_column(Float)
+    state: Mapped[str] = mapped_column(String(20), default="waiting")
+    registered_at: Mapped[datetime]
+    granted_at: Mapped[datetime | None]
+    released_at: Mapped[datetime | None]
+    resource_id: Mapped[int | None] = mapped_column(Integer)
+    fence: Mapped[int | None] = mapped_column(BigInteger)
+    ranking: Mapped[list[Any] | None]  # at the grant: every candidate, best first, with its key

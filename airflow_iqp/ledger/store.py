@@ -84,6 +84,47 @@ def record_plan(
     return window.id
 
 
+def add_dynamic_batch(
+    session: Session,
+    window_id: int,
+    slot: int,
+    reason: str,
+    files: Mapping[str, Sequence[str]],
+    first: int,
+    last: int,
+    predicted_cost: float,
+    now: datetime,
+) -> int:
+    """Cut a dynamic-mode batch: the slot that holds the window's lease freezes the files it
+    takes; returns the batch index (the window's batches in the order they were cut)."""
+    window = _window(session, window_id)
+    index = len(window.batches)
+    window.batches.append(
+        Batch(
+            batch_index=index, first_tuple=first, last_tuple=last, release=now, latest_start=now,
+            planned_start=now, predicted_cost=predicted_cost, slot=slot, reason=reason,
+            files={stream: list(names) for stream, names in files.items()},
+        )
+    )
+    session.flush()
+    return index
+
+
+def slot_batch(session: Session, window_id: int, slot: int) -> int | None:
+    """The unfinished batch a dynamic slot cut before (its retry runs the same files again)."""
+    return session.scalar(
+        select(Batch.batch_index).where(Batch.window_id == window_id, Batch.slot == slot, Batch.status != "done")
+    )
+
+
+def frozen_files(session: Session, window_id: int) -> set[str]:
+    """Every input file some batch of the window has taken."""
+    taken: set[str] = set()
+    for files in session.scalars(select(Batch.files).where(Batch.window_id == window_id, Batch.files.is_not(None))):
+        taken.update(name for names in files.values() for name in names)
+    return taken
+
+
 def freeze_batch_files(
     session: Session, window_id: int, index: int, files: Mapping[str, Sequence[str]]
 ) -> dict[str, list[str]]:
@@ -181,6 +222,8 @@ class BatchSummary:
     actual_cost: float | None
     files: dict[str, list[str]] | None
     output_location: str | None
+    slot: int | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +240,7 @@ class WindowSummary:
     status: str
     deadline_met: bool | None
     result_location: str | None
+    plan: dict[str, Any]
     batches: tuple[BatchSummary, ...]
 
 
@@ -207,13 +251,14 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
         id=w.id, query=w.query.name, window_start=w.window_start, window_end=w.window_end,
         deadline=w.deadline, expected_tuples=w.expected_tuples, actual_tuples=w.actual_tuples,
         predicted_finish=w.predicted_finish, actual_finish=w.actual_finish, status=w.status,
-        deadline_met=w.deadline_met, result_location=w.result_location,
+        deadline_met=w.deadline_met, result_location=w.result_location, plan=dict(w.plan),
         batches=tuple(
             BatchSummary(
                 index=b.batch_index, first_tuple=b.first_tuple, last_tuple=b.last_tuple, status=b.status,
                 attempts=b.attempts, planned_start=b.planned_start, predicted_cost=b.predicted_cost,
                 actual_start=b.actual_start, actual_end=b.actual_end, actual_tuples=b.actual_tuples,
                 actual_cost=b.actual_cost, files=b.files, output_location=b.output_location,
+                slot=b.slot, reason=b.reason,
             )
             for b in w.batches
         ),

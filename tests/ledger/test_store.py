@@ -51,9 +51,9 @@ def _planned_window(url: str, ranges: tuple[tuple[int, int], ...] = ((1, 6), (7,
 def test_migration_creates_all_tables_and_matches_the_models(ledger_db: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["db", "migrate", "--url", ledger_db]) == 0
     assert main(["db", "migrate", "--url", ledger_db]) == 0
-    assert capsys.readouterr().out.count("at revision 0001") == 2
+    assert capsys.readouterr().out.count("at revision 0002") == 2
     assert set(inspect(engine(ledger_db)).get_table_names()) == {
-        "alembic_version", "queries", "windows", "batches", "cost_observations",
+        "alembic_version", "queries", "windows", "batches", "cost_observations", "resources", "dispatch_requests",
     }
     with engine(ledger_db).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
@@ -178,7 +178,7 @@ def test_url_from_env_converts_airflow_postgres_uris(ledger_db: str, monkeypatch
     assert ledger_url() == ledger_db
     with session_scope() as s:
         store.register_query(s, "q1", "SELECT 1", "partial_merge", {})
-    assert migrate(ledger_db) == "0001"
+    assert migrate(ledger_db) == "0002"
 
 
 def test_explicit_url_wins_and_is_converted_too(monkeypatch: pytest.MonkeyPatch) -> None:
