@@ -7,7 +7,9 @@
     )
 
 One run per window, started at the window start: `plan`, then `partial_aggregate` mapped over
-the planned batches (each waits in the triggerer for its files), then `final_merge`.
+the planned batches (static) or batch slots (mode="dynamic", with alpha and tau_max), then
+`final_merge`. Every Spark job waits in the triggerer until the dispatcher, shared by all IQP
+DAGs, grants it the Spark resource ([iqp] policy and resources in the Airflow config).
 """
 
 from __future__ import annotations
@@ -19,14 +21,12 @@ from typing import Any, Literal
 
 from airflow.sdk import DAG
 
-from airflow_iqp.declaration import ArrivalRate, declare
+from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare
+from airflow_iqp.operators.dispatched import DispatchSettings
 from airflow_iqp.operators.merge import FinalMergeOperator
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.timetables.window import WindowTimetable
-
-SPARK_POOL = "iqp_spark"
-
 
 def default_work_dir() -> Path:
     return Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "iqp"
@@ -41,6 +41,9 @@ def intermittent_query(
     rate: ArrivalRate | Literal["learn"],
     cost_model: str | Path,
     start_date: datetime,
+    mode: Literal["static", "dynamic"] = "static",
+    alpha: float | None = None,
+    tau_max: timedelta | float | None = None,
     dag_id: str | None = None,
     work_dir: str | Path | None = None,
     spark_conn_id: str = "iqp_spark",
@@ -50,17 +53,22 @@ def intermittent_query(
 ) -> DAG:
     """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed."""
     declaration = declare(
-        query=query, window=window, deadline=deadline, landing=landing, rate=rate, cost_model=cost_model
+        query=query, window=window, deadline=deadline, landing=landing, rate=rate, cost_model=cost_model,
+        mode=mode, alpha=alpha, tau_max=tau_max,
     )
+    try:
+        DispatchSettings.load()
+    except ValueError as err:
+        raise InvalidDeclaration(f"Airflow config: {err}") from None
     work = str(work_dir or default_work_dir())
-    spark_task = {"conn_id": spark_conn_id, "pool": SPARK_POOL, "retries": retries, "retry_delay": retry_delay}
+    spark_task = {"conn_id": spark_conn_id, "retries": retries, "retry_delay": retry_delay}
     with DAG(
         dag_id=dag_id or f"iqp_{declaration.name}",
         schedule=WindowTimetable(window),
         start_date=start_date,
         catchup=dag_kwargs.pop("catchup", False),
         tags=["iqp", declaration.name],
-        doc_md=f"Intermittent query **{declaration.name}**: windows of {window}, result due {deadline} after each.",
+        doc_md=f"Intermittent query **{declaration.name}** ({mode}): windows of {window}, result due {deadline} after each.",
         **dag_kwargs,
     ) as dag:
         plan = PlanWindowOperator(task_id="plan", declaration=declaration)

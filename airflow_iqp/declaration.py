@@ -14,13 +14,14 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
-from airflow_iqp.planning import ArrivalCurve, PiecewiseLinearCost, Plan, plan_single_query
+from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
 from airflow_iqp.sql import Decomposition, decompose
 
 COST_MODELS_DIR = Path(__file__).resolve().parents[1] / "cost_models"
 LEARN = "learn"
+MODES = ("static", "dynamic")
 
 
 class InvalidDeclaration(ValueError):
@@ -53,6 +54,9 @@ class Declaration:
     landing: Path
     rate: ArrivalRate | Literal["learn"]
     cost_model: FittedCostModel
+    mode: str = "static"  # static: batches planned per window; dynamic: MinBatch, picked live
+    alpha: float | None = None  # dynamic: batched cost may exceed one batch by this fraction
+    tau_max: float | None = None  # dynamic: seconds one batch may hold the shared resource
 
     @property
     def name(self) -> str:
@@ -77,6 +81,42 @@ class WindowPlan:
         return self.plan.finish + self.merge_seconds
 
 
+def merge_costs(model: FittedCostModel) -> tuple[float, PiecewiseLinearCost]:
+    """The merge job that always runs (merge(1)), and what k partials add to it."""
+    always = model.merge.cost(1)
+    return always, PiecewiseLinearCost([(k, max(0.0, s - always)) for k, s in model.merge.points])
+
+
+@dataclass(frozen=True)
+class DynamicBatching:
+    """Dynamic mode in files: at least `min_batch` per batch, at most `max_batch` (tau_max)."""
+
+    min_batch: MinBatch
+    max_batch: int
+    expected_files: int
+
+    @property
+    def slots(self) -> int:
+        """Mapped batch slots per window: the MinBatch batches, as many again for batches fired
+        early by slow input or a closed window, and one for the rest. Unused slots are skipped."""
+        return 2 * self.min_batch.batches(self.expected_files) + 1
+
+
+def dynamic_batching(declaration: Declaration, rate: ArrivalRate) -> DynamicBatching:
+    files = rate.files_in(declaration.window)
+    cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
+    _, extra_merge = merge_costs(declaration.cost_model)
+    assert declaration.alpha is not None and declaration.tau_max is not None
+    one_file = cost.cost(1)
+    if one_file > declaration.tau_max:
+        raise InvalidDeclaration(
+            f"tau_max ({declaration.tau_max:g} s) is below the cost of one file of {declaration.name} "
+            f"(~{rate.rows_per_file:g} rows: {one_file:.1f} s by the cost model): no batch fits; raise tau_max"
+        )
+    found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=declaration.alpha, tau_max=declaration.tau_max)
+    return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(declaration.tau_max))), files)
+
+
 def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greedy") -> WindowPlan:
     """Plan one window, files evenly spaced at the rate.
 
@@ -86,9 +126,8 @@ def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greed
     """
     files = rate.files_in(declaration.window)
     window_s = declaration.window.total_seconds()
-    cost, merge = file_costs(declaration.cost_model, rate.rows_per_file)
-    always = merge.cost(1)
-    extra_merge = PiecewiseLinearCost([(k, max(0.0, s - always)) for k, s in merge.points])
+    cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
+    always, extra_merge = merge_costs(declaration.cost_model)
     plan = plan_single_query(
         total=files,
         arrival=ArrivalCurve.fixed_rate(0.0, (files - 1) / rate.files_per_second, files),
@@ -119,6 +158,9 @@ def declare(
     landing: str | Path,
     rate: ArrivalRate | Literal["learn"],
     cost_model: str | Path,
+    mode: str = "static",
+    alpha: float | None = None,
+    tau_max: float | timedelta | None = None,
     execution_path: str = "spark_submit",
 ) -> Declaration:
     """Check a declaration whole; the first problem found is raised as InvalidDeclaration."""
@@ -136,6 +178,9 @@ def declare(
         raise InvalidDeclaration(f"deadline must be a timedelta >= 0 after the window end, got {deadline!r}")
     if rate != LEARN and not isinstance(rate, ArrivalRate):
         raise InvalidDeclaration(f"rate must be ArrivalRate(files_per_second=..., rows_per_file=...) or 'learn', got {rate!r}")
+    if isinstance(tau_max, timedelta):
+        tau_max = tau_max.total_seconds()
+    _check_mode(mode, alpha, tau_max)
     declaration = Declaration(
         query=definition,
         decomposition=decomposition,
@@ -144,7 +189,14 @@ def declare(
         landing=Path(landing),
         rate=rate,
         cost_model=_resolve_cost_model(cost_model, execution_path),
+        mode=mode,
+        alpha=None if alpha is None else float(alpha),
+        tau_max=None if tau_max is None else float(tau_max),
     )
+    if mode == "dynamic":
+        if isinstance(rate, ArrivalRate):
+            dynamic_batching(declaration, rate)  # tau_max against one file's cost
+        return declaration
     if isinstance(rate, ArrivalRate):
         planned = plan_files(declaration, rate)
         if not planned.plan.feasible:
@@ -155,3 +207,21 @@ def declare(
                 f"feasible deadline is {math.ceil(earliest * 10) / 10:g} s after the window end"
             )
     return declaration
+
+
+def _check_mode(mode: str, alpha: float | None, tau_max: float | None) -> None:
+    if mode not in MODES:
+        raise InvalidDeclaration(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
+    if mode == "static":
+        if alpha is not None or tau_max is not None:
+            raise InvalidDeclaration("alpha and tau_max apply to mode='dynamic' only; static mode plans its batches")
+        return
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha <= 0:
+        raise InvalidDeclaration(
+            f"alpha must be a number > 0 (how much batching may add to one batch's cost, e.g. 0.5), got {alpha!r}"
+        )
+    if isinstance(tau_max, bool) or not isinstance(tau_max, int | float) or not math.isfinite(tau_max) or tau_max <= 0:
+        raise InvalidDeclaration(
+            f"tau_max must be a positive timedelta or number of seconds (how long one batch may hold the "
+            f"shared Spark resource), got {tau_max!r}"
+        )

@@ -1,4 +1,8 @@
-"""TPC-H Q14 (promotion effect) over the replayed TPC-H stream: windows of 2 minutes, result due 150 s after each.
+"""TPC-H Q14 (promotion effect) over the replayed TPC-H stream: windows of 2 minutes, result due 150 s after each,
+in dynamic mode: no plan per window; a batch runs once MinBatch files have landed (or the input
+runs late, or the window closes), where MinBatch keeps the batched cost within 1 + alpha of one
+batch and one batch's cost within tau_max. The dispatcher then ranks it against the other
+queries' batches by the [iqp] policy.
 
 Copy this file to declare your own query: a query file in queries/, a window, a deadline after
 the window end, the landing directory of the stream, the expected rate, and a fitted cost model.
@@ -25,8 +29,9 @@ dag = intermittent_query(
         rows_per_file=float(os.environ.get("IQP_ROWS_PER_FILE", "4300")),
     ),
     cost_model="q14",
+    mode="dynamic",
+    alpha=1.0,
+    tau_max=timedelta(seconds=60),
     start_date=datetime.fromisoformat(os.environ.get("IQP_FIRST_WINDOW", "2026-01-01T00:00:00+00:00")),
     end_date=datetime.fromisoformat(last_window) if last_window else None,
-    # The example DAGs share the one-slot pool `iqp_spark`: the tightest deadline goes first.
-    default_args={"priority_weight": 3},
 )

@@ -27,6 +27,4 @@ dag = intermittent_query(
     cost_model="q6",
     start_date=datetime.fromisoformat(os.environ.get("IQP_FIRST_WINDOW", "2026-01-01T00:00:00+00:00")),
     end_date=datetime.fromisoformat(last_window) if last_window else None,
-    # The example DAGs share the one-slot pool `iqp_spark`: the tightest deadline goes first.
-    default_args={"priority_weight": 10},
 )

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from airflow_iqp.dag import SPARK_POOL
 from airflow_iqp.declaration import InvalidDeclaration
 from airflow_iqp.timetables.window import WindowTimetable
 
@@ -31,7 +30,9 @@ def test_example_dag_builds_plan_partials_merge(name: str, monkeypatch: pytest.M
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "partial_aggregate", "final_merge"]
     partial = dag.get_task("partial_aggregate")
     assert partial.map_index_template == "{{ batch_label }}"
-    assert partial.partial_kwargs["pool"] == SPARK_POOL and dag.get_task("final_merge").pool == SPARK_POOL
+    # No pool: the dispatcher orders Spark jobs across DAGs, Airflow's default pool only counts tasks.
+    assert partial.partial_kwargs.get("pool", "default_pool") == "default_pool"
+    assert dag.get_task("final_merge").pool == "default_pool"
     assert dag.get_task("final_merge").trigger_rule == "none_failed"
 
 
@@ -40,3 +41,28 @@ def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
     bad.write_text((DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)"))
     with pytest.raises(InvalidDeclaration, match="earliest feasible deadline"):
         load(bad)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "message"),
+    [
+        ("POLICY", "fifo", r"\[iqp\] policy must be one of edf, llf, sjf, rr, got 'fifo'"),
+        ("RESOURCES", "0", r"\[iqp\] resources must be a whole number >= 1"),
+        ("RESOURCES", "two", r"\[iqp\] resources = 'two' is not a valid int"),
+        ("LEASE_SECONDS", "1", r"\[iqp\] lease_seconds must be >= 5"),
+    ],
+)
+def test_bad_dispatcher_config_fails_at_parse_time(
+    setting: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("IQP_LANDING", str(tmp_path))
+    monkeypatch.setenv(f"AIRFLOW__IQP__{setting}", value)
+    with pytest.raises(InvalidDeclaration, match=message):
+        load(DAGS / "iqp_q6.py")
+
+
+def test_dynamic_dag_maps_slots(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("IQP_LANDING", str(tmp_path))
+    dag = load(DAGS / "iqp_q14.py").dag
+    assert "dynamic" in dag.doc_md
+    assert [t.task_id for t in dag.topological_sort()] == ["plan", "partial_aggregate", "final_merge"]

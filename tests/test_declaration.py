@@ -86,3 +86,34 @@ def test_bad_fields_are_named(cost_model: Path, overrides: dict, field: str) -> 
 def test_bad_rate_is_named() -> None:
     with pytest.raises(InvalidDeclaration, match="rate.files_per_second"):
         ArrivalRate(files_per_second=0, rows_per_file=10)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"mode": "eager"}, "mode must be one of 'static', 'dynamic', got 'eager'"),
+        ({"alpha": 0.5}, "alpha and tau_max apply to mode='dynamic' only"),
+        ({"mode": "dynamic", "alpha": 0, "tau_max": 30}, "alpha must be a number > 0"),
+        ({"mode": "dynamic", "alpha": -1.0, "tau_max": 30}, "alpha must be a number > 0"),
+        ({"mode": "dynamic", "alpha": 0.5}, "tau_max must be a positive timedelta or number of seconds"),
+        ({"mode": "dynamic", "alpha": 0.5, "tau_max": timedelta(0)}, "tau_max must be a positive"),
+        # one file of 430 rows costs 6.5 s by the model
+        ({"mode": "dynamic", "alpha": 0.5, "tau_max": 6.0}, r"tau_max \(6 s\) is below the cost of one file of q6 .*6\.5 s"),
+    ],
+)
+def test_bad_dynamic_mode_fields_are_named(cost_model: Path, overrides: dict, message: str) -> None:
+    with pytest.raises(InvalidDeclaration, match=message):
+        declare(**args(cost_model, **overrides))
+
+
+def test_dynamic_mode_sizes_min_batch_within_alpha_and_tau_max(cost_model: Path) -> None:
+    from airflow_iqp.declaration import dynamic_batching
+
+    declaration = declare(**args(cost_model, mode="dynamic", alpha=0.5, tau_max=timedelta(seconds=20)))
+    batching = dynamic_batching(declaration, declaration.rate)
+    cost_of = lambda files: 6.5 + (26.0 - 6.5) * (files * 430 - 430) / (17200 - 430)  # noqa: E731
+    assert batching.expected_files == 40
+    assert batching.min_batch.alpha_met and batching.min_batch.cost_ratio <= 1.5
+    assert cost_of(batching.max_batch) <= 20 < cost_of(batching.max_batch + 1)
+    assert batching.min_batch.size <= batching.max_batch
+    assert batching.slots == 2 * -(-40 // batching.min_batch.size) + 1

@@ -1,4 +1,5 @@
-"""`final_merge`: spark-submit of the merge job over every committed partial of the window."""
+"""`final_merge`: once every batch is done, spark-submit the merge job over the committed
+partials. It queues with the dispatcher like a batch, ranked by its own cost."""
 
 from __future__ import annotations
 
@@ -6,17 +7,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 
-from airflow_iqp.declaration import Declaration
+from airflow_iqp.declaration import Declaration, merge_costs
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
+from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, spark_env, window_dir
 from airflow_iqp.spark.jobs.output import read_marker
 
 
-class FinalMergeOperator(SparkSubmitOperator):
+class FinalMergeOperator(DispatchedSparkSubmitOperator):
     operator_extra_links = (BatchOutputLink(),)
 
     def __init__(self, *, declaration: Declaration, work_dir: str, window_id: Any, **kwargs: Any) -> None:
@@ -25,9 +26,22 @@ class FinalMergeOperator(SparkSubmitOperator):
         self.work_dir = work_dir
         self.window_id = window_id
 
-    template_fields = (*SparkSubmitOperator.template_fields, "window_id")
+    template_fields = (*DispatchedSparkSubmitOperator.template_fields, "window_id")
 
-    def execute(self, context: Context) -> str:
+    def execute(self, context: Context) -> Any:
+        return self.queue_for_resource(context, self.resource_request(context))
+
+    def resource_request(self, context: Context) -> ResourceRequest:
+        with session_scope() as session:
+            window = store.window_summary(session, int(self.window_id))
+        always, extra = merge_costs(self.declaration.cost_model)
+        partials = sum(b.status == "done" for b in window.batches)
+        return ResourceRequest(
+            window_id=window.id, query=self.declaration.name, kind="merge", slot=-1, reason="all_processed",
+            deadline=window.deadline, remaining_cost=always + extra.cost(partials),
+        )
+
+    def run_granted(self, context: Context) -> str:
         window_id = int(self.window_id)
         with session_scope() as session:
             summary = store.window_summary(session, window_id)

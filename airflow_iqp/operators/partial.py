@@ -1,30 +1,36 @@
-"""`partial_aggregate`: one mapped task per batch, a deferrable spark-submit of the partial job.
+"""`partial_aggregate`: one mapped task per batch (static) or batch slot (dynamic), a deferrable
+spark-submit of the partial job that runs only with a lease from the dispatcher.
 
-While the batch's files have not all landed, the task waits in the triggerer, not in a worker
-slot. Once they have, it freezes the exact file list in the ledger (a retry processes the same
-files and replaces its own output) and submits the partial job.
+Static mode: the task waits in the triggerer until its planned files have landed, then queues.
+Dynamic mode: the slot waits until a batch is eligible (airflow_iqp.slots), queues, and cuts
+the batch when granted. Either way the exact file list is frozen in the ledger before the
+job is submitted, so a retry processes the same files and replaces its own output.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.declaration import Declaration
+from airflow_iqp.declaration import Declaration, file_costs, merge_costs
+from airflow_iqp.dynamic import work_left
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
+from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, WindowFiles, describe, spark_env, window_dir
+from airflow_iqp.slots import SlotSpec, decide
 from airflow_iqp.spark.jobs.output import read_marker
+from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.files import FilesLandedTrigger
 
 
-class PartialAggregateOperator(SparkSubmitOperator):
+class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     operator_extra_links = (BatchOutputLink(),)
 
     def __init__(self, *, batch: dict[str, Any], declaration: Declaration, work_dir: str, **kwargs: Any) -> None:
@@ -33,13 +39,23 @@ class PartialAggregateOperator(SparkSubmitOperator):
         self.declaration = declaration
         self.work_dir = work_dir
 
-    def _files(self, context: Context) -> tuple[WindowFiles, dict[str, list[str]]]:
-        window = WindowFiles(self.declaration, context["data_interval_start"], context["data_interval_end"])
-        return window, window.batch(self.batch["first"], self.batch["last"])
+    @property
+    def is_dynamic(self) -> bool:
+        return self.declaration.mode == "dynamic"
 
-    def execute(self, context: Context) -> None:
-        context["batch_label"] = describe(self.batch)  # type: ignore[typeddict-unknown-key]
-        _, files = self._files(context)
+    def _window(self, context: Context) -> WindowFiles:
+        return WindowFiles(self.declaration, context["data_interval_start"], context["data_interval_end"])
+
+    def _label(self, context: Context, text: str) -> None:
+        context["batch_label"] = text  # type: ignore[typeddict-unknown-key]
+
+    # -- waiting for input -------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        if self.is_dynamic:
+            return self.on_ready(context)
+        self._label(context, describe(self.batch))
+        files = self._window(context).batch(self.batch["first"], self.batch["last"])
         paths = [p for stream_files in files.values() for p in stream_files]
         if not paths:
             with session_scope() as session:
@@ -47,16 +63,70 @@ class PartialAggregateOperator(SparkSubmitOperator):
             raise AirflowSkipException(f"batch {self.batch['index']}: no files of the window fall in it")
         trigger = FilesLandedTrigger(paths)
         if trigger.missing():
-            self.defer(trigger=trigger, method_name="execute_landed")
-        self.execute_landed(context)
+            self.defer(trigger=trigger, method_name="on_landed")
+        return self.on_landed(context)
 
-    def execute_landed(self, context: Context, event: dict[str, Any] | None = None) -> str:
-        context["batch_label"] = describe(self.batch)  # type: ignore[typeddict-unknown-key]
-        window, files = self._files(context)
-        window_id, index = self.batch["window_id"], self.batch["index"]
+    def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        self._label(context, describe(self.batch))
+        return self.queue_for_resource(context, self.resource_request(context))
+
+    def on_ready(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Dynamic: queue when a batch is eligible, skip when the window has nothing left."""
+        spec = SlotSpec(**self.batch)
+        self._label(context, f"slot {spec.slot}")
         with session_scope() as session:
-            files = store.freeze_batch_files(session, window_id, index, files)
+            decision = decide(session, spec, time.time())
+        if decision.action == "skip":
+            raise AirflowSkipException(f"slot {spec.slot}: every file of the window is taken by {decision.batches} batches")
+        if decision.action == "wait":
+            self.defer(trigger=BatchReadyTrigger(spec.as_dict()), method_name="on_ready")
+        return self.queue_for_resource(context, self.resource_request(context))
+
+    def registration_refused(self, context: Context) -> Any:
+        """Another slot of the window queued first: wait for the batch after it."""
+        return self.on_ready(context)
+
+    # -- what the dispatcher ranks ------------------------------------------------------------
+
+    def resource_request(self, context: Context) -> ResourceRequest:
+        decl = self.declaration
+        with session_scope() as session:
+            window = store.window_summary(session, self.batch["window_id"])
+            if self.is_dynamic:
+                spec = SlotSpec(**self.batch)
+                decision = decide(session, spec, time.time())
+        plan = window.plan
+        if self.is_dynamic:
+            cost, _ = file_costs(decl.cost_model, plan["rows_per_file"])
+            always, extra_merge = merge_costs(decl.cost_model)
+            pending = max(spec.expected_files, len(spec.indexes)) - decision.processed
+            remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
+            slot, reason = spec.slot, decision.reason or "retry"
+        else:
+            remaining = plan["merge_cost"] + sum(b.predicted_cost for b in window.batches if b.status != "done")
+            slot, reason = self.batch["index"], "planned"
+        return ResourceRequest(
+            window_id=window.id, query=decl.name, kind="partial", slot=slot, reason=reason,
+            deadline=window.deadline, remaining_cost=remaining,
+        )
+
+    # -- with the lease -------------------------------------------------------------------------
+
+    def run_granted(self, context: Context) -> str:
+        window = self._window(context)
+        window_id = self.batch["window_id"]
+        with session_scope() as session:
+            if self.is_dynamic:
+                index = self._cut(session, SlotSpec(**self.batch))
+            else:
+                index = self.batch["index"]
+                store.freeze_batch_files(session, window_id, index, window.batch(self.batch["first"], self.batch["last"]))
+            batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
             attempt = store.start_batch(session, window_id, index)
+        files = batch.files or {}
+        if self.is_dynamic:
+            reason = f" · {batch.reason}" if batch.reason else ""
+            self._label(context, f"batch {index} · files {batch.first_tuple}..{batch.last_tuple}{reason}")
         directory = window_dir(Path(self.work_dir), self.declaration, context["data_interval_start"])
         directory.mkdir(parents=True, exist_ok=True)
         batch_file = directory / f"batch-{index:04d}.json"
@@ -86,3 +156,20 @@ class PartialAggregateOperator(SparkSubmitOperator):
             store.record_cost_observation(session, self.declaration.name, "spark_submit", "partial", rows, seconds)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
+
+    def _cut(self, session: Any, spec: SlotSpec) -> int:
+        """Dynamic: this slot's unfinished batch (a retry), else a new one of the files waiting now."""
+        if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
+            return index
+        decision = decide(session, spec, time.time())
+        if not decision.take:
+            raise RuntimeError(f"slot {spec.slot} was granted with no file to take ({decision})")
+        plan = store.window_summary(session, spec.window_id).plan
+        cost, _ = file_costs(self.declaration.cost_model, plan["rows_per_file"])
+        positions = sorted(decision.take)
+        return store.add_dynamic_batch(
+            session, spec.window_id, spec.slot, decision.reason or "granted", spec.paths(positions),
+            first=spec.indexes.index(positions[0]) + 1, last=spec.indexes.index(positions[-1]) + 1,
+            predicted_cost=cost.cost(len(positions)),
+            now=datetime.now(UTC),
+        )

@@ -1,4 +1,5 @@
-"""The `plan` task: plan the window's batches, record window and plan in the ledger."""
+"""The `plan` task: plan the window's batches (static mode) or its MinBatch and slots (dynamic
+mode), and record window and plan in the ledger."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
+from sqlalchemy.orm import Session
 
-from airflow_iqp.declaration import ArrivalRate, Declaration, plan_files
+from airflow_iqp.declaration import ArrivalRate, Declaration, dynamic_batching, merge_costs, plan_files
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.window import WindowFiles
+from airflow_iqp.slots import SlotSpec
 
 
 def learned_rate(declaration: Declaration, window_start: datetime, window_end: datetime) -> ArrivalRate:
@@ -31,6 +34,8 @@ class PlanWindowOperator(BaseOperator):
         decl = self.declaration
         start, end = context["data_interval_start"], context["data_interval_end"]
         rate = decl.rate if isinstance(decl.rate, ArrivalRate) else learned_rate(decl, start, end)
+        if decl.mode == "dynamic":
+            return self.open_slots(start, end, rate)
         planned = plan_files(decl, rate)
         plan = planned.plan
         if not plan.feasible:
@@ -53,14 +58,7 @@ class PlanWindowOperator(BaseOperator):
             for i, b in enumerate(plan.batches)
         ]
         with session_scope() as session:
-            store.register_query(
-                session,
-                decl.name,
-                decl.query.sql,
-                mode="static",
-                params={"window_s": decl.window.total_seconds(), "deadline_s": decl.deadline.total_seconds()},
-                sql_path=str(decl.query.path),
-            )
+            self.register(session)
             window_id = store.record_plan(
                 session,
                 decl.name,
@@ -92,4 +90,56 @@ class PlanWindowOperator(BaseOperator):
                 "predicted_cost": b["predicted_cost"],
             }
             for b in batches
+        ]
+
+    def register(self, session: Session) -> None:
+        decl = self.declaration
+        params = {"window_s": decl.window.total_seconds(), "deadline_s": decl.deadline.total_seconds()}
+        if decl.mode == "dynamic":
+            params |= {"alpha": decl.alpha, "tau_max_s": decl.tau_max}
+        store.register_query(session, decl.name, decl.query.sql, mode=decl.mode, params=params, sql_path=str(decl.query.path))
+
+    def open_slots(self, start: datetime, end: datetime, rate: ArrivalRate) -> list[dict[str, Any]]:
+        """Dynamic mode: no batches in advance, only MinBatch and the slots that will cut them."""
+        decl = self.declaration
+        batching = dynamic_batching(decl, rate)
+        window = WindowFiles(decl, start, end)
+        always, extra_merge = merge_costs(decl.cost_model)
+        with session_scope() as session:
+            self.register(session)
+            window_id = store.record_plan(
+                session,
+                decl.name,
+                start,
+                end,
+                end + decl.deadline,
+                expected_tuples=round(batching.expected_files * rate.rows_per_file),
+                plan={
+                    "mode": "dynamic",
+                    "unit": "files",
+                    "files_per_second": rate.files_per_second,
+                    "rows_per_file": rate.rows_per_file,
+                    "alpha": decl.alpha,
+                    "tau_max": decl.tau_max,
+                    "min_batch": batching.min_batch.size,
+                    "max_batch": batching.max_batch,
+                    "cost_ratio": batching.min_batch.cost_ratio,
+                    "slots": batching.slots,
+                    "expected_files": batching.expected_files,
+                    "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
+                },
+                batches=[],
+            )
+        self.log.info(
+            "window %s..%s: dynamic, MinBatch %d files (cost x%.2f), at most %d, %d slots",
+            start, end, batching.min_batch.size, batching.min_batch.cost_ratio, batching.max_batch, batching.slots,
+        )
+        return [
+            SlotSpec(
+                window_id=window_id, slot=slot, slots=batching.slots, landing=str(decl.landing),
+                streams=list(decl.decomposition.streams), indexes=window.indexes,
+                window_start=start.timestamp(), window_end=end.timestamp(),
+                expected_files=batching.expected_files, min_batch=batching.min_batch.size, max_batch=batching.max_batch,
+            ).as_dict()
+            for slot in range(batching.slots)
         ]

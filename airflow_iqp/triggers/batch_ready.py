@@ -1,0 +1,36 @@
+"""Dynamic mode: wait in the triggerer until this slot may cut a batch, or has nothing left.
+
+Read-only: it only looks at the landing directory and the ledger (airflow_iqp.slots); the
+task registers with the dispatcher when it comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_iqp.ledger import session_scope
+from airflow_iqp.slots import SlotSpec, decide
+
+
+class BatchReadyTrigger(BaseTrigger):
+    def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:
+        super().__init__()
+        self.spec = spec
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{type(self).__module__}.{type(self).__qualname__}", {"spec": self.spec, "poll_interval": self.poll_interval})
+
+    def look(self) -> str:
+        with session_scope() as session:
+            return decide(session, SlotSpec(**self.spec), time.time()).action
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while (action := await asyncio.to_thread(self.look)) == "wait":
+            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
+        yield TriggerEvent({"action": action})
