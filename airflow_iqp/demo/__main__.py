@@ -13,7 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from airflow_iqp.demo.standalone import API, BIN, DemoAirflow, stop_group, wait_healthy
+from airflow_iqp.demo.standalone import API, BIN, POLICY, DemoAirflow, stop_group, wait_healthy
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
@@ -280,10 +280,9 @@ def main() -> int:
             f"{window_start + WINDOW:%H:%M:%S} UTC", started)
         up = wait_healthy(standalone, 240, airflow_log)
         log(f"Airflow healthy after {up:.1f}s", started)
-        check(airflow.airflow("pools", "set", "iqp_spark", "1", "spark-submit jobs of the intermittent queries"), "airflow pools set")
         wait_for_dags(airflow, started)
         check(airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"), "airflow dags unpause")
-        log("pool iqp_spark (1 slot) set, DAGs unpaused", started)
+        log("DAGs unpaused; their Spark jobs share one resource through the dispatcher ([iqp] policy edf)", started)
 
         wait = (window_start - LEAD - datetime.now(UTC)).total_seconds()
         if wait > 0:
@@ -303,13 +302,18 @@ def main() -> int:
         rows = wait_for_windows(ledger_url, window_start, standalone, started)
         rows = verify(rows, landing, started)
 
-        from airflow_iqp.demo.summary import batches_table, windows_table
+        from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, windows_table
+        from airflow_iqp.ledger import session_scope
 
         ordered = [rows[q] for _, q in EXAMPLES]
         print("\nWindows (times relative to the window end):")
         print(windows_table(ordered))
         print("\nBatches (times from the window start; wait = release to spark-submit start):")
         print(batches_table(ordered))
+        with session_scope(ledger_url) as session:
+            grants = grant_rows(session, window_start - WINDOW)
+        print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the window start):")
+        print(grants_table(grants, window_start))
         bad = [r.query for r in ordered if r.status != "merged" or r.verified is not True]
         failed = bool(bad)
         print()

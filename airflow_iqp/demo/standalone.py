@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+POLICY = "edf"
 API = "http://localhost:8080"
 HEALTH = f"{API}/api/v2/monitor/health"
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
@@ -36,6 +37,7 @@ class DemoAirflow:
             "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__IQP__POLICY": POLICY,  # the dispatcher's; one Spark job at a time (resources = 1)
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",

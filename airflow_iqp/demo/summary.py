@@ -9,7 +9,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from airflow_iqp.ledger.models import CostObservation, Query, Window
+from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class BatchRow:
 
     @property
     def wait_s(self) -> float | None:
-        """Release (its last file due) to the spark-submit starting: trigger, scheduler, pool."""
+        """Release (its last file due) to the spark-submit starting: trigger, scheduler, dispatcher."""
         return None if self.actual_start is None else (self.actual_start - self.release).total_seconds()
 
 
@@ -186,5 +186,53 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
         )
         for w in rows
         for b in w.batches
+    ]
+    return format_table(headers, body)
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    fence: int
+    query: str
+    kind: str
+    reason: str
+    registered: datetime
+    granted: datetime
+    released: datetime | None
+    rivals: tuple[str, ...]  # the other queries waiting at the grant, best ranked first
+
+
+def grant_rows(session: Session, since: datetime) -> list[GrantRow]:
+    """The dispatcher's grants since `since`, in grant order, with whom each one beat."""
+    found = session.scalars(
+        select(DispatchRequest)
+        .where(DispatchRequest.granted_at.is_not(None), DispatchRequest.registered_at >= since)
+        .order_by(DispatchRequest.fence, DispatchRequest.granted_at)
+    ).all()
+    return [
+        GrantRow(
+            fence=r.fence or 0, query=r.query, kind=r.kind, reason=r.reason, registered=r.registered_at,
+            granted=r.granted_at, released=r.released_at,  # type: ignore[arg-type]
+            rivals=tuple(query for _, query, _ in (r.ranking or [])[1:]),
+        )
+        for r in found
+    ]
+
+
+def grants_table(rows: Sequence[GrantRow], origin: datetime) -> str:
+    """Seconds from `origin` (the window start); wait = registered to granted."""
+    headers = ("grant", "query", "job", "why", "queued", "granted", "wait", "held", "also waiting")
+
+    def at(t: datetime | None) -> str | None:
+        return None if t is None else f"{(t - origin).total_seconds():.1f}s"
+
+    body = [
+        (
+            r.fence, r.query, r.kind, r.reason, at(r.registered), at(r.granted),
+            f"{(r.granted - r.registered).total_seconds():.1f}s",
+            f"{(r.released - r.granted).total_seconds():.1f}s" if r.released else None,
+            ", ".join(r.rivals) or None,
+        )
+        for r in rows
     ]
     return format_table(headers, body)

@@ -46,15 +46,22 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     def _window(self, context: Context) -> WindowFiles:
         return WindowFiles(self.declaration, context["data_interval_start"], context["data_interval_end"])
 
-    def _label(self, context: Context, text: str) -> None:
+    def _label(self, context: Context, text: str | None = None) -> None:
+        """The map index label; every entry point sets one, or rendering it fails the task."""
+        if text is None:
+            text = f"slot {self.batch['slot']}" if self.is_dynamic else describe(self.batch)
         context["batch_label"] = text  # type: ignore[typeddict-unknown-key]
+
+    def resume_granted(self, context: Context, event: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        self._label(context)
+        return super().resume_granted(context, event, **kwargs)
 
     # -- waiting for input -------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        self._label(context)
         if self.is_dynamic:
             return self.on_ready(context)
-        self._label(context, describe(self.batch))
         files = self._window(context).batch(self.batch["first"], self.batch["last"])
         paths = [p for stream_files in files.values() for p in stream_files]
         if not paths:
@@ -67,13 +74,13 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         return self.on_landed(context)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        self._label(context, describe(self.batch))
+        self._label(context)
         return self.queue_for_resource(context, self.resource_request(context))
 
     def on_ready(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Dynamic: queue when a batch is eligible, skip when the window has nothing left."""
         spec = SlotSpec(**self.batch)
-        self._label(context, f"slot {spec.slot}")
+        self._label(context)
         with session_scope() as session:
             decision = decide(session, spec, time.time())
         if decision.action == "skip":
@@ -113,6 +120,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     # -- with the lease -------------------------------------------------------------------------
 
     def run_granted(self, context: Context) -> str:
+        self._label(context)
         window = self._window(context)
         window_id = self.batch["window_id"]
         with session_scope() as session:

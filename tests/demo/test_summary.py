@@ -136,3 +136,31 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
     failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
     assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
     assert next_window_start(START) == START and next_window_start(START + timedelta(seconds=1)) == END
+
+
+def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> None:
+    from airflow_iqp.demo.summary import grant_rows, grants_table
+    from airflow_iqp.ledger import dispatch
+
+    with session_scope(ledger) as session:
+        store.register_query(session, "q1", "SELECT 1", mode="static", params={})
+        windows = {
+            q: store.record_plan(session, q, END, END + timedelta(minutes=2), END + timedelta(seconds=d), 1, {}, [])
+            for q, d in (("q6", 200), ("q1", 300))
+        }
+        ids = {
+            q: dispatch.register(
+                session, window_id=w, query=q, kind="partial", slot=0, reason="min_batch",
+                deadline=END + timedelta(seconds=d), remaining_cost=10.0, lease_seconds=60, now=at(130),
+            )
+            for (q, w), d in zip(windows.items(), (200, 300))
+        }
+        [first] = dispatch.grant(session, policy="edf", resources=1, now=at(131))
+        assert first.request == ids["q6"]
+        dispatch.release(session, first, at(150))
+        dispatch.grant(session, policy="edf", resources=1, now=at(150))
+        rows = grant_rows(session, END)
+    assert [(r.query, r.rivals) for r in rows] == [("q6", ("q1",)), ("q1", ())]
+    table = grants_table(rows, END).splitlines()
+    assert table[2].split() == ["1", "q6", "partial", "min_batch", "10.0s", "11.0s", "1.0s", "19.0s", "q1"]
+    assert table[3].split() == ["2", "q1", "partial", "min_batch", "10.0s", "30.0s", "20.0s", "-", "-"]

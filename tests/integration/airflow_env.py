@@ -19,6 +19,7 @@ BIN = Path(sys.executable).parent
 @dataclass
 class AirflowEnv:
     home: Path
+    shared_ledger: str | None = None  # several Airflow homes, one dispatcher
 
     @property
     def dags(self) -> Path:
@@ -26,7 +27,7 @@ class AirflowEnv:
 
     @property
     def ledger(self) -> str:
-        return f"sqlite:///{self.home / 'iqp_ledger.db'}"
+        return self.shared_ledger or f"sqlite:///{self.home / 'iqp_ledger.db'}"
 
     def environ(self) -> dict[str, str]:
         return {
@@ -46,6 +47,13 @@ class AirflowEnv:
         return subprocess.run(
             [str(BIN / "airflow"), *args], env=self.environ(), capture_output=True, text=True, timeout=timeout
         )
+
+    def start_airflow(self, *args: str, log: Path, **env: str) -> subprocess.Popen[str]:
+        """In the background, output to `log`: for several `airflow dags test` at once."""
+        with log.open("w") as out:
+            return subprocess.Popen(
+                [str(BIN / "airflow"), *args], env=self.environ() | env, stdout=out, stderr=subprocess.STDOUT, text=True
+            )
 
     def migrate(self) -> None:
         self.dags.mkdir(parents=True, exist_ok=True)
