@@ -184,17 +184,13 @@ def _choices(
         rows += [(i, None, 0) for i in range(resources) if i not in known]
     if not rows:
         return [], []
-    last_served = dict(
-        session.execute(
-            select(DispatchRequest.query, func.max(DispatchRequest.granted_at)).group_by(DispatchRequest.query)
-        ).all()
-    )
     waiting = session.execute(
         select(
             DispatchRequest.id, DispatchRequest.query, DispatchRequest.deadline,
             DispatchRequest.remaining_cost, DispatchRequest.registered_at,
         ).where(DispatchRequest.state == "waiting")
     ).all()
+    last_served = _last_served(session, {r.query for r in waiting}) if policy == "rr" and waiting else {}
     candidates = [
         Candidate(
             request=r.id, query=r.query, deadline=r.deadline.timestamp(), remaining=r.remaining_cost,
@@ -245,6 +241,17 @@ def _take(
         )
     savepoint.commit()
     return Lease(chosen.request, resource_id, fence, expires)
+
+
+def _last_served(session: Session, queries: set[str]) -> dict[str, datetime]:
+    """Round robin's memory: when each waiting query last got a resource."""
+    return dict(
+        session.execute(
+            select(DispatchRequest.query, func.max(DispatchRequest.granted_at))
+            .where(DispatchRequest.query.in_(queries))
+            .group_by(DispatchRequest.query)
+        ).all()
+    )
 
 
 def _finite(value: float) -> float | None:

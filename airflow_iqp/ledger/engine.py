@@ -21,7 +21,7 @@ IQP_CONN_TYPE = "iqp"
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_SECONDS = 60
 
-_engines: dict[str, Engine] = {}
+_engines: dict[tuple[str, bool], Engine] = {}
 _migrated: set[str] = set()
 _lock = threading.Lock()
 _migration_lock = threading.Lock()  # alembic's `context` is module-global: one upgrade at a time
@@ -92,16 +92,17 @@ def masked(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def engine(url: str | None = None) -> Engine:
-    """One engine (and pool) per URL per process."""
+def engine(url: str | None = None, read_only: bool = False) -> Engine:
+    """One engine (and pool) per URL per process, and one more for read-only sessions."""
     resolved = ledger_url(url)
+    read_only = read_only and make_url(resolved).get_backend_name() == "sqlite"  # only SQLite differs
     with _lock:
-        if resolved not in _engines:
-            _engines[resolved] = _create_engine(resolved)
-        return _engines[resolved]
+        if (resolved, read_only) not in _engines:
+            _engines[resolved, read_only] = _create_engine(resolved, read_only)
+        return _engines[resolved, read_only]
 
 
-def _create_engine(url: str) -> Engine:
+def _create_engine(url: str, read_only: bool) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
@@ -109,7 +110,7 @@ def _create_engine(url: str) -> Engine:
         Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
     eng = create_engine(url, connect_args={"timeout": SQLITE_BUSY_SECONDS})
     event.listen(eng, "connect", _sqlite_on_connect)
-    event.listen(eng, "begin", _sqlite_begin_immediate)
+    event.listen(eng, "begin", _sqlite_begin_deferred if read_only else _sqlite_begin_immediate)
     return eng
 
 
@@ -127,6 +128,11 @@ def _sqlite_begin_immediate(connection: Any) -> None:
     """Take the write lock up front: a deferred transaction that reads and then writes gets
     SQLITE_BUSY at once when another process wrote meanwhile, and no timeout helps there."""
     connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_begin_deferred(connection: Any) -> None:
+    """Readers (triggers polling) must not queue for the write lock: WAL gives them a snapshot."""
+    connection.exec_driver_sql("BEGIN")
 
 
 def _dispose_in_child() -> None:
@@ -156,11 +162,12 @@ def migrate(url: str | None = None) -> str:
 
 
 @contextmanager
-def session_scope(url: str | None = None) -> Iterator[Session]:
+def session_scope(url: str | None = None, read_only: bool = False) -> Iterator[Session]:
     """A session in one transaction: committed if the block succeeds, rolled back if it raises.
-    The first use of a URL in a process migrates its schema."""
+    The first use of a URL in a process migrates its schema. `read_only` sessions (what
+    triggers use) do not take SQLite's write lock, so polling never holds up a grant."""
     resolved = ledger_url(url)
     if resolved not in _migrated:
         migrate(resolved)
-    with Session(engine(resolved), expire_on_commit=False) as session, session.begin():
+    with Session(engine(resolved, read_only), expire_on_commit=False) as session, session.begin():
         yield session

@@ -27,7 +27,7 @@ class BatchReadyTrigger(BaseTrigger):
         return (f"{type(self).__module__}.{type(self).__qualname__}", {"spec": self.spec, "poll_interval": self.poll_interval})
 
     def look(self) -> str:
-        with session_scope() as session:
+        with session_scope(read_only=True) as session:
             return decide(session, SlotSpec(**self.spec), time.time()).action
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

@@ -36,7 +36,7 @@ class GrantTrigger(BaseTrigger):
     def look(self) -> str | None:
         """'granted', 'released' or 'expired' once decided, 'dispatch' when a grant is due, else None."""
         now = datetime.now(UTC)
-        with session_scope() as session:
+        with session_scope(read_only=True) as session:
             state = dispatch.status(session, self.request_id).state
             if state != "waiting":
                 return state

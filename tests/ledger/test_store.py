@@ -18,7 +18,7 @@ from sqlalchemy.exc import StatementError
 
 from airflow_iqp.cli import main
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
-from airflow_iqp.ledger.models import Base, Batch, CostObservation, Window
+from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Window
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 FILES = {"orders": ["orders/0000.parquet", "orders/0001.parquet"], "lineitem": ["lineitem/0000.parquet"]}
@@ -205,3 +205,18 @@ def test_airflow_connection_is_used_when_the_task_sdk_has_one(monkeypatch: pytes
     )
     monkeypatch.setattr(BaseHook, "get_connection", classmethod(lambda cls, conn_id: conn))
     assert ledger_url() == "postgresql+psycopg://iqp:p%40ss@db:5432/ledger"
+
+
+def test_read_only_sessions_do_not_queue_behind_the_sqlite_writer(tmp_path: Path) -> None:
+    """Triggers poll with read-only sessions; a writer holding the lock must not stall them."""
+    import time
+
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with session_scope(url) as writer:
+        store.register_query(writer, "q1", "SELECT 1", "static", {})
+        waited = time.monotonic()
+        with session_scope(url, read_only=True) as reader:  # the writer's BEGIN IMMEDIATE holds the lock
+            assert reader.scalar(select(Query.name)) is None  # a snapshot before the writer commits
+        assert time.monotonic() - waited < 5
+    with session_scope(url, read_only=True) as reader:
+        assert reader.scalar(select(Query.name)) == "q1"
