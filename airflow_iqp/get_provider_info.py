@@ -33,4 +33,34 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": ["airflow_iqp.links.output.BatchOutputLink"],
+        # The dispatcher that every IQP DAG's Spark jobs share (operators/dispatched.py reads it).
+        "config": {
+            "iqp": {
+                "description": "The dispatcher of the shared Spark resource.\n",
+                "options": {
+                    "policy": {
+                        "description": "Which waiting Spark job runs next: edf (earliest deadline), llf (least "
+                        "laxity), sjf (least remaining work) or rr (round robin).\n",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "llf",
+                        "default": "edf",
+                    },
+                    "resources": {
+                        "description": "How many Spark jobs the cluster runs at once.\n",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "2",
+                        "default": "1",
+                    },
+                    "lease_seconds": {
+                        "description": "A job that stops heartbeating loses its resource after this long.\n",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "120",
+                        "default": "60",
+                    },
+                },
+            }
+        },
     }

@@ -55,6 +55,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comple
     running = {
         "plugins": start(f"{AIRFLOW} plugins -o json"),
         "providers": start(f"{AIRFLOW} providers list -o json"),
+        "config": start(f"{AIRFLOW} config get-value iqp policy", f"{AIRFLOW} config get-value iqp resources"),
         # Serializing into the metadata DB and reading back exercises the plugin's registration.
         "dags": start(
             f"{AIRFLOW} db migrate >/dev/null",
@@ -89,3 +90,7 @@ def test_window_dag_parses_and_serializes(cli: dict[str, subprocess.CompletedPro
     assert "Failed to load all files" not in cli["dags"].stderr
     dags = {dag["dag_id"]: dag for dag in _json(cli["dags"].stdout)}
     assert dags[DAG_ID]["timetable_summary"] == "windows of 0:05:00"
+
+
+def test_provider_declares_the_dispatcher_config(cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    assert cli["config"].stdout.split()[-2:] == ["edf", "1"]
