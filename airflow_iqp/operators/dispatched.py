@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import Context
+from sqlalchemy.orm import Session
 
 from airflow_iqp.dynamic.policies import POLICIES
 from airflow_iqp.ledger import dispatch, session_scope
@@ -88,6 +89,12 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     def run_granted(self, context: Context) -> Any:
         raise NotImplementedError
 
+    def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
+        """A request to queue in the transaction that releases the resource after a successful
+        job: a window's last batch queues its merge, so the merge is ranked at once instead of
+        after Airflow schedules its task (by then a later deadline may hold the resource)."""
+        return None
+
     def registration_refused(self, context: Context) -> Any:
         """Another task of the window has the window's one open request."""
         raise RuntimeError(f"{self.task_id}: another task of this window is queued or running; this one cannot queue")
@@ -96,11 +103,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         settings = DispatchSettings.load()
         now = datetime.now(UTC)
         with session_scope() as session:
-            request_id = dispatch.register(
-                session, window_id=request.window_id, query=request.query, kind=request.kind, slot=request.slot,
-                reason=request.reason, deadline=request.deadline, remaining_cost=request.remaining_cost,
-                lease_seconds=settings.lease_seconds, now=now,
-            )
+            request_id = _register(session, request, settings, now)
             if request_id is not None:
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if request_id is None:
@@ -134,17 +137,29 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
         keeper = _LeaseKeeper(lease, settings.lease_seconds / 4, on_lost=self.on_kill, log=self.log)
         keeper.start()
+        succeeded = False
         try:
             result = self.run_granted(context)
+            succeeded = True
         finally:
             keeper.stop()
             now = datetime.now(UTC)
             with session_scope() as session:
                 dispatch.release(session, keeper.lease, now)
+                if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
+                    _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if keeper.lost:
             raise RuntimeError(f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted")
         return result
+
+
+def _register(session: Session, request: ResourceRequest, settings: DispatchSettings, now: datetime) -> int | None:
+    return dispatch.register(
+        session, window_id=request.window_id, query=request.query, kind=request.kind, slot=request.slot,
+        reason=request.reason, deadline=request.deadline, remaining_cost=request.remaining_cost,
+        lease_seconds=settings.lease_seconds, now=now,
+    )
 
 
 class _LeaseKeeper(threading.Thread):

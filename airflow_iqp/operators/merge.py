@@ -17,6 +17,16 @@ from airflow_iqp.operators.window import JOBS_DIR, spark_env, window_dir
 from airflow_iqp.spark.jobs.output import read_marker
 
 
+def merge_request(declaration: Declaration, window: store.WindowSummary) -> ResourceRequest:
+    """The merge asks for the resource with its window's deadline and its own cost."""
+    always, extra = merge_costs(declaration.cost_model)
+    partials = sum(b.status == "done" for b in window.batches)
+    return ResourceRequest(
+        window_id=window.id, query=declaration.name, kind="merge", slot=-1, reason="all_processed",
+        deadline=window.deadline, remaining_cost=always + extra.cost(partials),
+    )
+
+
 class FinalMergeOperator(DispatchedSparkSubmitOperator):
     operator_extra_links = (BatchOutputLink(),)
 
@@ -33,13 +43,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
 
     def resource_request(self, context: Context) -> ResourceRequest:
         with session_scope() as session:
-            window = store.window_summary(session, int(self.window_id))
-        always, extra = merge_costs(self.declaration.cost_model)
-        partials = sum(b.status == "done" for b in window.batches)
-        return ResourceRequest(
-            window_id=window.id, query=self.declaration.name, kind="merge", slot=-1, reason="all_processed",
-            deadline=window.deadline, remaining_cost=always + extra.cost(partials),
-        )
+            return merge_request(self.declaration, store.window_summary(session, int(self.window_id)))
 
     def run_granted(self, context: Context) -> str:
         window_id = int(self.window_id)

@@ -17,12 +17,14 @@ from typing import Any
 
 from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowSkipException
+from sqlalchemy.orm import Session
 
 from airflow_iqp.declaration import Declaration, file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
+from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, WindowFiles, describe, spark_env, window_dir
 from airflow_iqp.slots import SlotSpec, decide
 from airflow_iqp.spark.jobs.output import read_marker
@@ -165,7 +167,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
 
-    def _cut(self, session: Any, spec: SlotSpec) -> int:
+    def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
+        """After the window's last batch, its merge queues at once (see the base class)."""
+        window = store.window_summary(session, self.batch["window_id"])
+        if any(b.status not in ("done", "skipped") for b in window.batches):
+            return None
+        if self.is_dynamic and decide(session, SlotSpec(**self.batch), time.time()).action != "skip":
+            return None  # files are still to land or to be cut
+        return merge_request(self.declaration, window)
+
+    def _cut(self, session: Session, spec: SlotSpec) -> int:
         """Dynamic: this slot's unfinished batch (a retry), else a new one of the files waiting now."""
         if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
             return index
