@@ -4,7 +4,7 @@ SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test bench
+.PHONY: setup demo lint test bench
 
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 \
@@ -14,7 +14,14 @@ setup:
 demo: setup
 	$(UV) run --locked python -m airflow_iqp.demo
 
-test: setup
+# Lint, format, types and the layer rule (the pure core imports neither Airflow nor Spark).
+lint: setup
+	$(UV) run --locked ruff check .
+	$(UV) run --locked ruff format --check .
+	$(UV) run --locked mypy
+	$(UV) run --locked lint-imports
+
+test: lint
 	bash scripts/ensure_postgres.sh
 	$(UV) run --locked pytest
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 # Each module defines `register(subparsers)`, which adds its subcommand and sets `func`.
 COMMAND_MODULES = (

@@ -28,6 +28,7 @@ from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.timetables.window import WindowTimetable
 
+
 def default_work_dir() -> Path:
     return Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "iqp"
 
@@ -53,8 +54,15 @@ def intermittent_query(
 ) -> DAG:
     """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed."""
     declaration = declare(
-        query=query, window=window, deadline=deadline, landing=landing, rate=rate, cost_model=cost_model,
-        mode=mode, alpha=alpha, tau_max=tau_max,
+        query=query,
+        window=window,
+        deadline=deadline,
+        landing=landing,
+        rate=rate,
+        cost_model=cost_model,
+        mode=mode,
+        alpha=alpha,
+        tau_max=tau_max,
     )
     try:
         DispatchSettings.load()

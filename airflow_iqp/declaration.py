@@ -98,7 +98,8 @@ class DynamicBatching:
     @property
     def slots(self) -> int:
         """Mapped batch slots per window: the MinBatch batches, as many again for batches fired
-        early by slow input or a closed window, and one for the rest. Unused slots are skipped."""
+        early by slow input or a closed window, and one for the rest. Unused slots are skipped.
+        """
         return 2 * self.min_batch.batches(self.expected_files) + 1
 
 
@@ -106,14 +107,17 @@ def dynamic_batching(declaration: Declaration, rate: ArrivalRate) -> DynamicBatc
     files = rate.files_in(declaration.window)
     cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
     _, extra_merge = merge_costs(declaration.cost_model)
-    assert declaration.alpha is not None and declaration.tau_max is not None
+    assert declaration.alpha is not None
+    assert declaration.tau_max is not None
     one_file = cost.cost(1)
     if one_file > declaration.tau_max:
         raise InvalidDeclaration(
             f"tau_max ({declaration.tau_max:g} s) is below the cost of one file of {declaration.name} "
             f"(~{rate.rows_per_file:g} rows: {one_file:.1f} s by the cost model): no batch fits; raise tau_max"
         )
-    found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=declaration.alpha, tau_max=declaration.tau_max)
+    found = min_batch_size(
+        total=files, cost=cost, agg_cost=extra_merge, alpha=declaration.alpha, tau_max=declaration.tau_max
+    )
     return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(declaration.tau_max))), files)
 
 
@@ -177,7 +181,9 @@ def declare(
     if not isinstance(deadline, timedelta) or deadline < timedelta(0):
         raise InvalidDeclaration(f"deadline must be a timedelta >= 0 after the window end, got {deadline!r}")
     if rate != LEARN and not isinstance(rate, ArrivalRate):
-        raise InvalidDeclaration(f"rate must be ArrivalRate(files_per_second=..., rows_per_file=...) or 'learn', got {rate!r}")
+        raise InvalidDeclaration(
+            f"rate must be ArrivalRate(files_per_second=..., rows_per_file=...) or 'learn', got {rate!r}"
+        )
     if isinstance(tau_max, timedelta):
         tau_max = tau_max.total_seconds()
     _check_mode(mode, alpha, tau_max)

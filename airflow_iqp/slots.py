@@ -14,21 +14,24 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
-from sqlalchemy.orm import Session
 
 from airflow_iqp.data.manifest import part_name
 from airflow_iqp.dynamic import batch_reason, expected_time_of
 from airflow_iqp.ledger import store
 from airflow_iqp.ledger.models import OPEN_REQUEST_STATES, Batch, DispatchRequest
 
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
 
 @dataclass(frozen=True)
 class SlotSpec:
     """One slot of one window, as the plan task hands it out (plain values: it travels in XCom
-    and in trigger kwargs). Times are epoch seconds; indexes are the window's stream files."""
+    and in trigger kwargs). Times are epoch seconds; indexes are the window's stream files.
+    """
 
     window_id: int
     slot: int
@@ -60,7 +63,10 @@ class SlotDecision:
 
 def landed(spec: SlotSpec) -> list[int]:
     """Window files present in every stream (landing is atomic: a name that exists is whole)."""
-    present = [set(os.listdir(os.path.join(spec.landing, s))) if os.path.isdir(os.path.join(spec.landing, s)) else set() for s in spec.streams]
+    present = [
+        set(os.listdir(os.path.join(spec.landing, s))) if os.path.isdir(os.path.join(spec.landing, s)) else set()
+        for s in spec.streams
+    ]
     return [i for i in spec.indexes if all(part_name(i) in names for names in present)]
 
 
@@ -92,7 +98,10 @@ def decide(session: Session, spec: SlotSpec, now: float) -> SlotDecision:
         return SlotDecision("run" if all_in else "wait", "all_in" if all_in else None, take, len(taken), batches)
     late_at = expected_time_of(len(taken) + spec.min_batch, spec.expected_files, spec.window_start, spec.window_end)
     reason = batch_reason(
-        waiting=len(waiting), min_batch=spec.min_batch, all_in=all_in,
-        window_closed=now >= spec.window_end, input_late=now >= late_at,
+        waiting=len(waiting),
+        min_batch=spec.min_batch,
+        all_in=all_in,
+        window_closed=now >= spec.window_end,
+        input_late=now >= late_at,
     )
     return SlotDecision("wait" if reason is None else "run", reason, take, len(taken), batches)

@@ -63,8 +63,9 @@ def model_totals(models: Path, data: Dataset, queries: list[str]) -> tuple[dict,
         streams = load_query(query).streams
         sizes = {k: [data.tuples(streams, r) for r in data.split(k)] for k in BATCHES if k <= data.manifest.files}
         fitted = load_cost_model(path, "in_process")
-        in_process[query] = {k: (recorded[k], "") if k in recorded else (predicted_total(fitted, k, n), "*")
-                             for k, n in sizes.items()}
+        in_process[query] = {
+            k: (recorded[k], "") if k in recorded else (predicted_total(fitted, k, n), "*") for k, n in sizes.items()
+        }
         submit = load_cost_model(path, "spark_submit")
         spark_submit[query] = {k: (predicted_total(submit, k, n), "") for k, n in sizes.items()}
     return in_process, spark_submit

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost, min_batch_size, plan_single_query
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TOTAL = 10**9
 ARRIVAL = ArrivalCurve.fixed_rate(0.0, 3600.0, TOTAL)  # one hour window
@@ -39,21 +42,30 @@ def main() -> None:
                 ),
                 repeat=200,
             )
-            print(f"{f'greedy plan, 10^9 tuples, {name}, D = we + {slack:g}':<52} {ms:9.3f}  "
-                  f"{len(plan.batches)} batches, feasible={plan.feasible}")
+            print(
+                f"{f'greedy plan, 10^9 tuples, {name}, D = we + {slack:g}':<52} {ms:9.3f}  "
+                f"{len(plan.batches)} batches, feasible={plan.feasible}"
+            )
         for alpha in (0.1, 0.5, 1.0):
             ms, mb = timed(
                 lambda: min_batch_size(total=TOTAL, cost=cost, agg_cost=MERGE, alpha=alpha, tau_max=600.0), repeat=50
             )
-            print(f"{f'min_batch_size, 10^9 tuples, {name}, alpha={alpha:g}':<52} {ms:9.3f}  "
-                  f"b={mb.size} ({mb.batches(TOTAL)} batches, ratio {mb.cost_ratio:.3f})")
+            print(
+                f"{f'min_batch_size, 10^9 tuples, {name}, alpha={alpha:g}':<52} {ms:9.3f}  "
+                f"b={mb.size} ({mb.batches(TOTAL)} batches, ratio {mb.cost_ratio:.3f})"
+            )
     # MIP: a 10^6-tuple window, deadlines tightened until the plan needs up to 10 batches.
     total = 10**6
     arrival = ArrivalCurve.fixed_rate(0.0, 1000.0, total)
-    for name, cost in (("linear", LinearCost(5e-4, 2.0)), ("piecewise", PiecewiseLinearCost([(1, 2.0), (10**4, 6.0), (10**6, 480.0)]))):
+    for name, cost in (
+        ("linear", LinearCost(5e-4, 2.0)),
+        ("piecewise", PiecewiseLinearCost([(1, 2.0), (10**4, 6.0), (10**6, 480.0)])),
+    ):
         seen = set()
         for slack in (600, 400, 250, 150, 100, 70, 50, 35, 25, 18, 14, 11, 9, 8, 7, 6.5, 6, 5.5, 5):
-            greedy = plan_single_query(total=total, arrival=arrival, window_end=1000.0, deadline=1000.0 + slack, cost=cost)
+            greedy = plan_single_query(
+                total=total, arrival=arrival, window_end=1000.0, deadline=1000.0 + slack, cost=cost
+            )
             if not greedy.feasible or len(greedy.batches) in seen or len(greedy.batches) > 10:
                 continue
             seen.add(len(greedy.batches))
@@ -63,8 +75,10 @@ def main() -> None:
                 ),
                 repeat=3,
             )
-            print(f"{f'mip plan, 10^6 tuples, {name}, {len(mip.batches)} batches':<52} {ms:9.3f}  "
-                  f"cost {mip.total_cost:.2f} vs greedy {greedy.total_cost:.2f}")
+            print(
+                f"{f'mip plan, 10^6 tuples, {name}, {len(mip.batches)} batches':<52} {ms:9.3f}  "
+                f"cost {mip.total_cost:.2f} vs greedy {greedy.total_cost:.2f}"
+            )
 
 
 if __name__ == "__main__":

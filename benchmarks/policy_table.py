@@ -22,16 +22,27 @@ IQP = REPO / ".venv" / "bin" / "iqp"
 
 # (label, arguments): the volumes the docs report, not a search for a matching one.
 RUNS = [
-    *[(f"measured-{path}-{profile}", ["--path", path, "--volume", "measured", "--profile", profile])
-      for path in ("in_process", "spark_submit") for profile in ("FR", "VR1", "VR2", "VR3", "VR4")],
-    *[(f"paper-{path}-{profile}", ["--path", path, "--volume", "paper", "--profile", profile])
-      for path in ("in_process", "spark_submit") for profile in ("FR", "VR3")],
+    *[
+        (f"measured-{path}-{profile}", ["--path", path, "--volume", "measured", "--profile", profile])
+        for path in ("in_process", "spark_submit")
+        for profile in ("FR", "VR1", "VR2", "VR3", "VR4")
+    ],
+    *[
+        (f"paper-{path}-{profile}", ["--path", path, "--volume", "paper", "--profile", profile])
+        for path in ("in_process", "spark_submit")
+        for profile in ("FR", "VR3")
+    ],
     # Sensitivity, one decade apart: extrapolated like `paper`, reported as such.
-    *[(f"sf{scale}-{path}-FR", ["--path", path, "--volume", scale, "--profile", "FR"])
-      for path in ("in_process", "spark_submit") for scale in ("0.1", "1")],
+    *[
+        (f"sf{scale}-{path}-FR", ["--path", path, "--volume", scale, "--profile", "FR"])
+        for path in ("in_process", "spark_submit")
+        for scale in ("0.1", "1")
+    ],
     # The paper picks the first query at random: the default seed, once.
-    *[(f"random0-{volume}-in_process-FR", ["--volume", volume, "--order", "random", "--seed", "0"])
-      for volume in ("measured", "1")],
+    *[
+        (f"random0-{volume}-in_process-FR", ["--volume", volume, "--order", "random", "--seed", "0"])
+        for volume in ("measured", "1")
+    ],
 ]
 
 

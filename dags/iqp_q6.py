@@ -8,6 +8,8 @@ IQP_FILES_PER_SECOND and IQP_ROWS_PER_FILE override it. IQP_FIRST_WINDOW and IQP
 (ISO 8601, optional) limit the runs to the windows that start between them.
 """
 
+from __future__ import annotations
+
 import os
 from datetime import datetime, timedelta
 

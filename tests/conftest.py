@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # py4j logs at INFO while the session stops, after pytest has closed its capture streams.
@@ -14,7 +17,7 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["pyspark.sql.SparkSession"]:  # noqa: F821
+def spark() -> Iterator[pyspark.sql.SparkSession]:  # noqa: F821
     """Starting Spark costs seconds, so every test that needs it shares this one."""
     from pyspark.sql import SparkSession
 

@@ -26,7 +26,8 @@ def test_example_dag_builds_plan_partials_merge(name: str, monkeypatch: pytest.M
     monkeypatch.setenv("IQP_LANDING", str(tmp_path))
     dag = load(DAGS / f"{name}.py").dag
     assert dag.dag_id == name
-    assert isinstance(dag.timetable, WindowTimetable) and dag.timetable.window >= timedelta(minutes=1)
+    assert isinstance(dag.timetable, WindowTimetable)
+    assert dag.timetable.window >= timedelta(minutes=1)
     assert [t.task_id for t in dag.topological_sort()] == ["plan", "partial_aggregate", "final_merge"]
     partial = dag.get_task("partial_aggregate")
     assert partial.map_index_template == "{{ batch_label }}"
@@ -38,7 +39,9 @@ def test_example_dag_builds_plan_partials_merge(name: str, monkeypatch: pytest.M
 
 def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
     bad = tmp_path / "bad_dag.py"
-    bad.write_text((DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)"))
+    bad.write_text(
+        (DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)")
+    )
     with pytest.raises(InvalidDeclaration, match="earliest feasible deadline"):
         load(bad)
 

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare, plan_files
 
-MODEL = {"query": "q6", "paths": {"spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}}}
+if TYPE_CHECKING:
+    from pathlib import Path
+
+MODEL = {
+    "query": "q6",
+    "paths": {
+        "spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
+    },
+}
 
 
 @pytest.fixture
@@ -35,7 +43,8 @@ def args(cost_model: Path, **overrides: object) -> dict:
 def test_good_declaration_plans_two_batches(cost_model: Path) -> None:
     declaration = declare(**args(cost_model))
     planned = plan_files(declaration, declaration.rate)
-    assert planned.plan.feasible and len(planned.plan.batches) == 2
+    assert planned.plan.feasible
+    assert len(planned.plan.batches) == 2
     assert planned.finish <= 20 + 30
 
 
@@ -46,7 +55,9 @@ def test_unknown_query_file_lists_the_known_ones(cost_model: Path) -> None:
 
 def test_unsupported_sql_names_the_construct(cost_model: Path, tmp_path: Path) -> None:
     query = tmp_path / "distinct.sql"
-    query.write_text("-- name: distinct\n-- streams: lineitem\n-- static:\nselect count(distinct l_suppkey) as n from lineitem\n")
+    query.write_text(
+        "-- name: distinct\n-- streams: lineitem\n-- static:\nselect count(distinct l_suppkey) as n from lineitem\n"
+    )
     with pytest.raises(InvalidDeclaration, match=r"COUNT\(DISTINCT"):
         declare(**args(cost_model, query=str(query)))
 
@@ -58,13 +69,19 @@ def test_missing_cost_model(tmp_path: Path) -> None:
 
 def test_malformed_cost_model_names_the_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"paths": {"spark_submit": {"partial": {"points": [[10, 5.0], [5, 6.0]]}, "merge": {"points": [[1, 1.0]]}}}}))
+    bad.write_text(
+        json.dumps(
+            {"paths": {"spark_submit": {"partial": {"points": [[10, 5.0], [5, 6.0]]}, "merge": {"points": [[1, 1.0]]}}}}
+        )
+    )
     with pytest.raises(InvalidDeclaration, match=r"paths.spark_submit.partial: points\[1\]"):
         declare(**args(bad))
 
 
 def test_unmeetable_deadline_says_the_earliest_feasible_one(cost_model: Path) -> None:
-    with pytest.raises(InvalidDeclaration, match=r"can never be met .* earliest feasible deadline is ([\d.]+) s") as info:
+    with pytest.raises(
+        InvalidDeclaration, match=r"can never be met .* earliest feasible deadline is ([\d.]+) s"
+    ) as info:
         declare(**args(cost_model, deadline=timedelta(seconds=10)))
     earliest = float(info.value.args[0].rsplit("is ", 1)[1].split(" s")[0])
     declare(**args(cost_model, deadline=timedelta(seconds=earliest)))  # and that one works
@@ -98,7 +115,10 @@ def test_bad_rate_is_named() -> None:
         ({"mode": "dynamic", "alpha": 0.5}, "tau_max must be a positive timedelta or number of seconds"),
         ({"mode": "dynamic", "alpha": 0.5, "tau_max": timedelta(0)}, "tau_max must be a positive"),
         # one file of 430 rows costs 6.5 s by the model
-        ({"mode": "dynamic", "alpha": 0.5, "tau_max": 6.0}, r"tau_max \(6 s\) is below the cost of one file of q6 .*6\.5 s"),
+        (
+            {"mode": "dynamic", "alpha": 0.5, "tau_max": 6.0},
+            r"tau_max \(6 s\) is below the cost of one file of q6 .*6\.5 s",
+        ),
     ],
 )
 def test_bad_dynamic_mode_fields_are_named(cost_model: Path, overrides: dict, message: str) -> None:
@@ -113,7 +133,8 @@ def test_dynamic_mode_sizes_min_batch_within_alpha_and_tau_max(cost_model: Path)
     batching = dynamic_batching(declaration, declaration.rate)
     cost_of = lambda files: 6.5 + (26.0 - 6.5) * (files * 430 - 430) / (17200 - 430)  # noqa: E731
     assert batching.expected_files == 40
-    assert batching.min_batch.alpha_met and batching.min_batch.cost_ratio <= 1.5
+    assert batching.min_batch.alpha_met
+    assert batching.min_batch.cost_ratio <= 1.5
     assert cost_of(batching.max_batch) <= 20 < cost_of(batching.max_batch + 1)
     assert batching.min_batch.size <= batching.max_batch
     assert batching.slots == 2 * -(-40 // batching.min_batch.size) + 1

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.queries import QUERIES_DIR, load_query, list_queries
+from airflow_iqp.queries import QUERIES_DIR, list_queries, load_query
 from airflow_iqp.sql import decompose
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 EXPECTED = ("q1", "q3", "q4", "q6", "q9", "q10", "q12", "q14", "q19", "cq1", "cq2", "cq3", "cq4")
 STATIC = {"customer", "nation", "region", "part", "partsupp", "supplier"}
@@ -20,17 +23,21 @@ def test_every_expected_query_file_is_listed_in_order() -> None:
 @pytest.mark.parametrize("name", EXPECTED)
 def test_each_query_loads_with_streams_from_orders_lineitem_and_decomposes(name: str) -> None:
     query = load_query(name)
-    assert query.name == name and query.path == QUERIES_DIR / f"{name}.sql"
-    assert set(query.streams) <= {"orders", "lineitem"} and set(query.static_tables) <= STATIC
+    assert query.name == name
+    assert query.path == QUERIES_DIR / f"{name}.sql"
+    assert set(query.streams) <= {"orders", "lineitem"}
+    assert set(query.static_tables) <= STATIC
     decomposition = decompose(query.sql, query.streams)
     assert decomposition.streams == query.streams
 
 
 def test_tpch_parameters_are_the_validation_ones() -> None:
     assert "interval '90' day" in load_query("q1").sql
-    assert "'BUILDING'" in load_query("q3").sql and "limit 10" in load_query("q3").sql
+    assert "'BUILDING'" in load_query("q3").sql
+    assert "limit 10" in load_query("q3").sql
     assert "limit 20" in load_query("q10").sql
-    assert "l_quantity < 24" in load_query("q6").sql and "0.06" in load_query("q6").sql
+    assert "l_quantity < 24" in load_query("q6").sql
+    assert "0.06" in load_query("q6").sql
     assert "%green%" in load_query("q9").sql
     assert all(b in load_query("q19").sql for b in ("Brand#12", "Brand#23", "Brand#34"))
 
@@ -42,10 +49,15 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_load_by_explicit_path_and_by_name_in_another_dir(tmp_path: Path) -> None:
-    path = _write(tmp_path, "mine", "-- name: mine\n-- streams: orders\n-- static: customer\n"
-                  "select count(*) from orders join customer on o_custkey = c_custkey\n")
+    path = _write(
+        tmp_path,
+        "mine",
+        "-- name: mine\n-- streams: orders\n-- static: customer\n"
+        "select count(*) from orders join customer on o_custkey = c_custkey\n",
+    )
     by_path = load_query(path)
-    assert by_path.streams == ("orders",) and by_path.static_tables == ("customer",)
+    assert by_path.streams == ("orders",)
+    assert by_path.static_tables == ("customer",)
     assert load_query("mine", queries_dir=tmp_path) == by_path
     assert list_queries(tmp_path) == ("mine",)
 
@@ -62,12 +74,22 @@ def test_unknown_query_lists_the_known_ones() -> None:
         ("-- name: bad\n-- streams: orders\n-- streams: orders\n-- static:\nselect 1\n", "repeated"),
         ("-- name: other\n-- streams: orders\n-- static:\nselect count(*) from orders\n", "differs from the file"),
         ("-- name: bad\n-- streams: orders\n-- static:\n", "no SQL"),
-        ("-- name: bad\n-- streams: orders, lineitem\n-- static:\nselect count(*) from orders\n",
-         "does not read: lineitem"),
-        ("-- name: bad\n-- streams: orders\n-- static:\nselect count(*) from orders, nation\n",
-         "does not name: nation"),
-        ("-- name: bad\n-- streams: orders\n-- static: orders\nselect count(*) from orders\n", "both stream and static"),
-        ("-- name: bad\n-- streams: orders\n-- static:\nselect count(*) from orders where (\n", r"bad.sql: cannot parse SQL \(line 1, column"),
+        (
+            "-- name: bad\n-- streams: orders, lineitem\n-- static:\nselect count(*) from orders\n",
+            "does not read: lineitem",
+        ),
+        (
+            "-- name: bad\n-- streams: orders\n-- static:\nselect count(*) from orders, nation\n",
+            "does not name: nation",
+        ),
+        (
+            "-- name: bad\n-- streams: orders\n-- static: orders\nselect count(*) from orders\n",
+            "both stream and static",
+        ),
+        (
+            "-- name: bad\n-- streams: orders\n-- static:\nselect count(*) from orders where (\n",
+            r"bad.sql: cannot parse SQL \(line 1, column",
+        ),
     ],
 )
 def test_malformed_files_are_rejected_with_the_reason(tmp_path: Path, text: str, message: str) -> None:

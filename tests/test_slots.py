@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.data.manifest import part_name
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.slots import SlotSpec, decide
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -23,8 +26,17 @@ def world(tmp_path: Path) -> tuple[str, Path, SlotSpec]:
         store.register_query(s, "q6", "SELECT 1", "dynamic", {})
         window_id = store.record_plan(s, "q6", T0, T0 + timedelta(seconds=100), T0 + timedelta(seconds=160), 10, {}, [])
     spec = SlotSpec(
-        window_id=window_id, slot=0, slots=4, landing=str(landing), streams=["lineitem"], indexes=list(range(20, 30)),
-        window_start=T0.timestamp(), window_end=T0.timestamp() + 100, expected_files=10, min_batch=4, max_batch=6,
+        window_id=window_id,
+        slot=0,
+        slots=4,
+        landing=str(landing),
+        streams=["lineitem"],
+        indexes=list(range(20, 30)),
+        window_start=T0.timestamp(),
+        window_end=T0.timestamp() + 100,
+        expected_files=10,
+        min_batch=4,
+        max_batch=6,
     )
     return url, landing, spec
 
@@ -41,7 +53,9 @@ def at(url: str, spec: SlotSpec, seconds: float, slot: int = 0):
 
 def cut(url: str, spec: SlotSpec, slot: int, positions: list[int]) -> int:
     with session_scope(url) as s:
-        return store.add_dynamic_batch(s, spec.window_id, slot, "test", spec.paths(positions), 1, len(positions), 1.0, T0)
+        return store.add_dynamic_batch(
+            s, spec.window_id, slot, "test", spec.paths(positions), 1, len(positions), 1.0, T0
+        )
 
 
 def test_waits_for_min_batch_then_takes_what_landed_up_to_max_batch(world) -> None:
@@ -79,8 +93,16 @@ def test_one_slot_of_a_window_queues_at_a_time(world) -> None:
     land(landing, *range(20, 26))
     with session_scope(url) as s:
         dispatch.register(
-            s, window_id=spec.window_id, query="q6", kind="partial", slot=3, reason="min_batch",
-            deadline=T0 + timedelta(seconds=160), remaining_cost=1.0, lease_seconds=60, now=T0,
+            s,
+            window_id=spec.window_id,
+            query="q6",
+            kind="partial",
+            slot=3,
+            reason="min_batch",
+            deadline=T0 + timedelta(seconds=160),
+            remaining_cost=1.0,
+            lease_seconds=60,
+            now=T0,
         )
     assert at(url, spec, 10, slot=0).action == "wait"
     assert (at(url, spec, 10, slot=3).action, at(url, spec, 10, slot=3).reason) == ("run", "min_batch")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.data.replay import PROFILES
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

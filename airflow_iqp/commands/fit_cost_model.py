@@ -9,7 +9,6 @@ so its merge model is a constant: start-up dwarfs the merge work at these sizes.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import TYPE_CHECKING
 from airflow_iqp.planning.cost_model_file import PATHS
 
 if TYPE_CHECKING:
+    import argparse
+
     from airflow_iqp.costfit.batches import Dataset
 
 DEFAULT_FILES = 32
@@ -65,9 +66,17 @@ def _fit(args: argparse.Namespace) -> int:
             streams = load_query(name).streams
             workdir = Path(work) / name  # shared, so spark_submit merges reuse in_process partial outputs
             measured = {
-                path: measure(name, streams, data, runners[path], plans[path], workdir,
-                              progress.step, merge_inputs=in_process if path == "spark_submit" else None,
-                              warm_up=path == "in_process")
+                path: measure(
+                    name,
+                    streams,
+                    data,
+                    runners[path],
+                    plans[path],
+                    workdir,
+                    progress.step,
+                    merge_inputs=in_process if path == "spark_submit" else None,
+                    warm_up=path == "in_process",
+                )
                 for path in paths
             }
             write_model(args.out / f"{name}.json", name, data.manifest.scale, files, measured)

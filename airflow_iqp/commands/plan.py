@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from airflow_iqp.planning import ArrivalCurve, LinearCost, plan_single_query
 from airflow_iqp.planning.cost_model_file import PATHS, load_cost_model
 from airflow_iqp.planning.table import format_plan
+
+if TYPE_CHECKING:
+    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -56,7 +56,7 @@ from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 from airflow_iqp.planning.cost_model_file import PATHS, load_cost_model
 from airflow_iqp.planning.min_batch import min_batch_size
-from airflow_iqp.simulate import SimQuery, SimResult, simulate
+from airflow_iqp.simulation import SimQuery, SimResult, simulate
 
 PAPER_FILES = 4500
 PAPER_ROWS_PER_FILE = 9300  # "each file consists of around 9300 tuples": orders rows (1.2 MB)
@@ -111,7 +111,9 @@ def policies_arg(text: str) -> tuple[str, ...]:
     if not names:
         raise argparse.ArgumentTypeError(f"must list at least one of {', '.join(known)}, got {text!r}")
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown policy {unknown[0]!r}; choose a comma-separated list of {', '.join(known)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown policy {unknown[0]!r}; choose a comma-separated list of {', '.join(known)}"
+        )
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"lists a policy twice: {text!r}")
     return names
@@ -135,23 +137,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "batch, no extrapolation), 'paper' (4500 files x 9300 orders rows = TPC-H scale 27.9, "
         "extrapolated) or a TPC-H scale factor > 0",
     )
-    p.add_argument("--profile", choices=PROFILES, default=None, help="arrival profile of the paper's stream (default FR)")
+    p.add_argument(
+        "--profile", choices=PROFILES, default=None, help="arrival profile of the paper's stream (default FR)"
+    )
     p.add_argument("--alpha", type=positive_arg, default=0.5, help="MinBatch cost allowance over one batch (> 0)")
     p.add_argument(
-        "--tau-max", type=positive_arg, default=30.0,
+        "--tau-max",
+        type=positive_arg,
+        default=30.0,
         help="longest a batch may block the resource (s); at least one tuple's cost of every query",
     )
     # in_process by default: one shared session is the paper's one-batch-at-a-time cluster, and
     # the spark_submit start-up alone takes 11-16 s of the paper's tau_max of 30 s.
     p.add_argument("--path", choices=PATHS, default=None, help="which fitted model to use (default in_process)")
     p.add_argument(
-        "--order", choices=("cost", "random"), default="cost",
+        "--order",
+        choices=("cost", "random"),
+        default="cost",
         help="order in which deadlines are staggered: single-batch cost ascending (default) or a "
         "random permutation drawn with --seed (the paper picks the first query at random)",
     )
     p.add_argument("--seed", type=int, default=0, help="seed of --order random")
     p.add_argument(
-        "--policies", type=policies_arg, default=tuple(name for name, _, _ in MODES),
+        "--policies",
+        type=policies_arg,
+        default=tuple(name for name, _, _ in MODES),
         help="comma-separated columns to run (default all: edf,llf,sjf,rr,edf-trad,llf-trad)",
     )
     p.add_argument("--png", type=Path, help="also draw the table as a bar chart")
@@ -176,7 +186,9 @@ def _measured(document: Any, file: Path, path: str, fitted: PiecewiseLinearCost)
     """The model's TPC-H scale and its largest measured batch (rows), checked."""
     scale = document.get("scale")
     if isinstance(scale, bool) or not isinstance(scale, int | float) or not math.isfinite(scale) or scale <= 0:
-        raise ValueError(f"cost model {file}: scale must be the TPC-H scale factor it was measured at (> 0), got {scale!r}")
+        raise ValueError(
+            f"cost model {file}: scale must be the TPC-H scale factor it was measured at (> 0), got {scale!r}"
+        )
     measured = document["paths"][path]["partial"].get("measured")
     if measured is None:  # a hand-written model: its fitted range is what is known
         return float(scale), int(fitted.points[-1][0])
@@ -214,10 +226,14 @@ def paper_workload(
         scale = model_scale if volume == "measured" else PAPER_SCALE if volume == "paper" else float(volume)
         rows = round(measured_rows * scale / model_scale)
         if rows < 1:
-            raise ValueError(f"--volume {volume} leaves query {model.query} without a row ({measured_rows} rows at scale {model_scale:g})")
+            raise ValueError(
+                f"--volume {volume} leaves query {model.query} without a row ({measured_rows} rows at scale {model_scale:g})"
+            )
         # Rows spread evenly over the files; a file's rows all land at its slot.
         arrival = ArrivalCurve.from_points((t, rows * (i + 1) // PAPER_FILES) for i, t in enumerate(slots))
-        queries.append(SimQuery(model.query, rows, arrival, WINDOW_END, WINDOW_END, model.partial, model.merge, WINDOW_START))
+        queries.append(
+            SimQuery(model.query, rows, arrival, WINDOW_END, WINDOW_END, model.partial, model.merge, WINDOW_START)
+        )
         volumes.append(Volume(model.query, model_scale, measured_rows, scale, rows))
     return queries, WINDOW_END, volumes
 
@@ -243,7 +259,12 @@ def _number(value: Any, where: str, *, minimum: float | None = 0.0) -> float:
 
 
 def _whole(value: Any, where: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not float(value).is_integer() or value < minimum:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not float(value).is_integer()
+        or value < minimum
+    ):
         raise ValueError(f"{where} must be a whole number >= {minimum}, got {value!r}")
     return int(value)
 
@@ -430,8 +451,10 @@ def run(args: argparse.Namespace) -> int:
     if args.workload:
         for option in ("volume", "profile", "path"):
             if getattr(args, option) is not None:
-                print(f"iqp simulate: note: --{option} applies to the fitted cost models, not to --workload; ignored",
-                      file=sys.stderr)
+                print(
+                    f"iqp simulate: note: --{option} applies to the fitted cost models, not to --workload; ignored",
+                    file=sys.stderr,
+                )
         queries, window_end = _workload_queries(args.workload)
         volumes: list[Volume] = []
         source = f"workload {args.workload}"
@@ -462,12 +485,16 @@ def run(args: argparse.Namespace) -> int:
         ]
     last = staggered(queries, window_end, DELTAS[-1], order)
     print(f"{len(queries)} queries from {source}")
-    print(f"alpha {args.alpha:g}, tau_max {args.tau_max:g} s, window end {window_end:g} s, "
-          f"deadlines staggered in {args.order} order{f' (seed {args.seed})' if args.order == 'random' else ''}: "
-          f"{' < '.join(order)}")
+    print(
+        f"alpha {args.alpha:g}, tau_max {args.tau_max:g} s, window end {window_end:g} s, "
+        f"deadlines staggered in {args.order} order{f' (seed {args.seed})' if args.order == 'random' else ''}: "
+        f"{' < '.join(order)}"
+    )
     work = sum(q.cost.cost(q.tuples) for q in queries)
-    print(f"sum of single-batch costs {work:.1f} s ({work / window_end:.3f}x the window); "
-          f"largest deadline at delta {DELTAS[-1]}: {max(q.deadline for q in last):.1f} s")
+    print(
+        f"sum of single-batch costs {work:.1f} s ({work / window_end:.3f}x the window); "
+        f"largest deadline at delta {DELTAS[-1]}: {max(q.deadline for q in last):.1f} s"
+    )
     print(_min_batch_summary(queries, args.alpha, args.tau_max, files))
     print("cells: deadlines met / queries, normalized cost (total over the sum of single-batch costs)")
     print(f"{'delta':>6}" + "".join(f"{name:>16}" for name, _, _ in modes))
@@ -487,6 +514,8 @@ def run(args: argparse.Namespace) -> int:
             )
         except OSError as err:
             raise ValueError(f"--png {args.png} cannot be written: {err.strerror or err}") from None
-        print(f"wrote {args.png}: top deadlines met, bottom normalized cost; one group per delta, "
-              f"bars in column order {', '.join(name for name, _, _ in modes)}")
+        print(
+            f"wrote {args.png}: top deadlines met, bottom normalized cost; one group per delta, "
+            f"bars in column order {', '.join(name for name, _, _ in modes)}"
+        )
     return 0

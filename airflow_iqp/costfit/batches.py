@@ -6,11 +6,14 @@ tuple count is taken from the manifest so that measuring never has to read a fil
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, STREAM_DIR, Manifest, load_manifest
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 Batch = dict[str, list[Path]]  # stream -> the batch's files of that stream
 

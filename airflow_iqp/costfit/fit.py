@@ -7,10 +7,13 @@ need a cost that never falls as a batch grows, while noisy timings sometimes do.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 MAX_KNOTS = 4
 

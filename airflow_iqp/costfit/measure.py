@@ -7,13 +7,17 @@ at doubling partial counts, and their totals are the cost-by-batches curve (the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from airflow_iqp.costfit.batches import Dataset
-from airflow_iqp.costfit.runners import Runner
 from airflow_iqp.spark.jobs.output import MARKER
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    from airflow_iqp.costfit.batches import Dataset
+    from airflow_iqp.costfit.runners import Runner
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,17 @@ class Measurements:
         return dict(sorted(totals.items()))
 
 
-def measure(query: str, streams: Sequence[str], data: Dataset, runner: Runner, plan: Plan, workdir: Path,
-            step: Callable[[str], None], merge_inputs: Runner | None = None, warm_up: bool = False) -> Measurements:
+def measure(
+    query: str,
+    streams: Sequence[str],
+    data: Dataset,
+    runner: Runner,
+    plan: Plan,
+    workdir: Path,
+    step: Callable[[str], None],
+    merge_inputs: Runner | None = None,
+    warm_up: bool = False,
+) -> Measurements:
     """Run `plan` with outputs under `workdir`; `warm_up` first runs an untimed partial and merge,
     so JIT and code generation of the query's first run do not land on the one-batch split.
 

@@ -12,9 +12,12 @@ import platform
 import re
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.costfit.fit import fit_piecewise
-from airflow_iqp.costfit.measure import Measurements
+
+if TYPE_CHECKING:
+    from airflow_iqp.costfit.measure import Measurements
 
 
 def machine() -> dict:

@@ -8,20 +8,21 @@ is fitted to the work that will be planned, output commit included.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_iqp.costfit.batches import Batch, Dataset
-
 if TYPE_CHECKING:
+    import argparse
+    from collections.abc import Callable, Sequence
+
     from pyspark.sql import SparkSession
+
+    from airflow_iqp.costfit.batches import Batch, Dataset
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,18 @@ def _write_batch(batch: Batch, output: Path) -> Path:
 
 
 def _partial_argv(query: str, data: Dataset, batch: Batch, output: Path) -> list[str]:
-    return ["--query", query, "--batch", str(_write_batch(batch, output)), "--static", str(data.static_dir),
-            "--manifest", str(data.manifest_path), "--output", str(output)]
+    return [
+        "--query",
+        query,
+        "--batch",
+        str(_write_batch(batch, output)),
+        "--static",
+        str(data.static_dir),
+        "--manifest",
+        str(data.manifest_path),
+        "--output",
+        str(output),
+    ]
 
 
 def _merge_argv(query: str, partials: Sequence[Path], output: Path) -> list[str]:
@@ -55,8 +66,13 @@ def local_session() -> SparkSession:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(MASTER).appName("iqp-fit-cost-model")
-             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false").getOrCreate())
+    spark = (
+        SparkSession.builder.master(MASTER)
+        .appName("iqp-fit-cost-model")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")  # a WARN per job would bury the progress bar
     return spark
 
@@ -90,9 +106,13 @@ class SubmitRunner:
 
     def __init__(self, spark_submit: str | None = None) -> None:
         self.spark_submit = spark_submit or str(Path(sys.executable).with_name("spark-submit"))
-        self.env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-                    "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-                    "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")]))}
+        self.env = {
+            **os.environ,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+        }
 
     def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
         return self._submit("partial_job.py", _partial_argv(query, data, batch, output))
@@ -101,8 +121,17 @@ class SubmitRunner:
         return self._submit("merge_job.py", _merge_argv(query, partials, output))
 
     def _submit(self, job: str, argv: list[str]) -> float:
-        command = [self.spark_submit, "--master", MASTER, "--conf", "spark.ui.enabled=false",
-                   "--conf", "spark.ui.showConsoleProgress=false", str(JOBS_DIR / job), *argv]
+        command = [
+            self.spark_submit,
+            "--master",
+            MASTER,
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.ui.showConsoleProgress=false",
+            str(JOBS_DIR / job),
+            *argv,
+        ]
         start = time.perf_counter()
         done = subprocess.run(command, env=self.env, capture_output=True, text=True)
         seconds = time.perf_counter() - start

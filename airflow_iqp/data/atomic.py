@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def temp_sibling(target: Path, kind: str) -> Path:

@@ -51,7 +51,9 @@ def generate(out: Path, scale: float = 0.01, files: int = 60, seconds_per_file: 
     if scale <= 0 or seconds_per_file <= 0:
         raise ValueError(f"--scale and --seconds-per-file must be positive, got {scale} and {seconds_per_file}")
     if out.exists() and not (out.is_dir() and (not any(out.iterdir()) or (out / MANIFEST_NAME).exists())):
-        raise ValueError(f"{out} exists and is no output of `iqp data generate` (no {MANIFEST_NAME}): refusing to replace it")
+        raise ValueError(
+            f"{out} exists and is no output of `iqp data generate` (no {MANIFEST_NAME}): refusing to replace it"
+        )
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(out, "tmp")
     try:
@@ -75,7 +77,7 @@ def _run_tpchgen(scale: float, raw: Path) -> None:
 
 
 def _read(raw: Path, table: str) -> pa.Table:
-    """tpchgen writes string_view columns; plain strings are what every Parquet reader handles."""
+    """Tpchgen writes string_view columns; plain strings are what every Parquet reader handles."""
     t = pq.read_table(raw / f"{table}.parquet")
     fields = [pa.field(f.name, pa.string(), f.nullable) if f.type == pa.string_view() else f for f in t.schema]
     return t.cast(pa.schema(fields))

@@ -50,8 +50,13 @@ def plans(rows_per_file: float) -> dict[str, object]:
     for _, query in EXAMPLES:
         try:
             declaration = declare(
-                query=query, window=WINDOW, deadline=timedelta(seconds=DEADLINES[query]),
-                landing=DEMO_DIR / "landing", rate=rate, cost_model=query, **DYNAMIC.get(query, {}),
+                query=query,
+                window=WINDOW,
+                deadline=timedelta(seconds=DEADLINES[query]),
+                landing=DEMO_DIR / "landing",
+                rate=rate,
+                cost_model=query,
+                **DYNAMIC.get(query, {}),
             )
             dynamic = declaration.mode == "dynamic"
             out[query] = dynamic_batching(declaration, rate) if dynamic else plan_files(declaration, rate)
@@ -123,7 +128,9 @@ def stream(scale: float, started: float) -> Path:
     t = time.monotonic()
     manifest = generate(out, scale=scale, files=FILES, seconds_per_file=1.0)
     rows = {s: sum(f.rows for f in files) for s, files in manifest.streams.items()}
-    log(f"stream: generated {FILES} files per stream at scale {scale:g} in {time.monotonic() - t:.1f}s: {rows}", started)
+    log(
+        f"stream: generated {FILES} files per stream at scale {scale:g} in {time.monotonic() - t:.1f}s: {rows}", started
+    )
     return out
 
 
@@ -201,12 +208,14 @@ def progress(rows: dict[str, object]) -> str:
     return "; ".join(parts)
 
 
-def gave_up(row) -> bool:  # noqa: ANN001
+def gave_up(row) -> bool:
     """A batch failed on its retry too: the merge will not run, the window stays unmerged."""
     return any(b.status == "failed" and b.attempts >= 2 for b in row.batches)
 
 
-def wait_for_windows(ledger_url: str, window_start: datetime, standalone: subprocess.Popen[bytes], started: float) -> dict:
+def wait_for_windows(
+    ledger_url: str, window_start: datetime, standalone: subprocess.Popen[bytes], started: float
+) -> dict:
     from airflow_iqp.demo.summary import window_row
     from airflow_iqp.ledger import session_scope
 
@@ -226,9 +235,7 @@ def wait_for_windows(ledger_url: str, window_start: datetime, standalone: subpro
         if standalone.poll() is not None:
             raise RuntimeError(f"airflow standalone exited with {standalone.returncode}")
         if now > give_up:
-            raise TimeoutError(
-                f"the demo window was not merged within {AFTER_WINDOW_TIMEOUT} after its end: {line}"
-            )
+            raise TimeoutError(f"the demo window was not merged within {AFTER_WINDOW_TIMEOUT} after its end: {line}")
         time.sleep(POLL_S)
 
 
@@ -243,7 +250,9 @@ def verify(rows: dict, landing: Path, started: float) -> dict:
             if row.status != "merged" or not row.result_location:
                 checked[query] = row
                 continue
-            result, problems = verify_window(spark, query, landing, row.window_start, row.window_end, row.result_location)
+            result, problems = verify_window(
+                spark, query, landing, row.window_start, row.window_end, row.result_location
+            )
             for problem in problems:
                 print(f"  {query}: {problem}")
             checked[query] = replace(row, result_rows=len(result), verified=not problems)
@@ -265,7 +274,10 @@ def main() -> int:
     planned = plans(rows_per_file)
     if not demo_works(planned):
         raise SystemExit(f"demo: at {rows_per_file:.0f} rows per file no example needs two batches: {planned}")
-    log(f"plans at {SPEEDUP:g} files/s of ~{rows_per_file:.0f} lineitem rows, windows of {WINDOW.total_seconds():.0f}s:", started)
+    log(
+        f"plans at {SPEEDUP:g} files/s of ~{rows_per_file:.0f} lineitem rows, windows of {WINDOW.total_seconds():.0f}s:",
+        started,
+    )
     for query, p in planned.items():
         print(f"    {query} (deadline window end + {DEADLINES[query]:g}s): {describe_plan(p)}")
 
@@ -293,12 +305,18 @@ def main() -> int:
     try:
         airflow_log = DEMO_DIR / "airflow-standalone.log"
         standalone = airflow.start(airflow_log)
-        log(f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); demo window {window_start:%H:%M:%S}-"
-            f"{window_start + WINDOW:%H:%M:%S} UTC", started)
+        log(
+            f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); demo window {window_start:%H:%M:%S}-"
+            f"{window_start + WINDOW:%H:%M:%S} UTC",
+            started,
+        )
         up = wait_healthy(standalone, 240, airflow_log)
         log(f"Airflow healthy after {up:.1f}s", started)
         wait_for_dags(airflow, started)
-        check(airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"), "airflow dags unpause")
+        check(
+            airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"),
+            "airflow dags unpause",
+        )
         log("DAGs unpaused; their Spark jobs share one resource through the dispatcher ([iqp] policy edf)", started)
 
         wait = (window_start - LEAD - datetime.now(UTC)).total_seconds()
@@ -309,9 +327,21 @@ def main() -> int:
             log(f"Airflow came up {-wait:.0f}s later than planned: the window gets fewer files", started)
         with (DEMO_DIR / "replay.log").open("wb") as out:
             replay = subprocess.Popen(
-                [str(BIN / "iqp"), "data", "replay", "--source", str(source), "--landing", str(landing),
-                 "--speedup", str(SPEEDUP)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                [
+                    str(BIN / "iqp"),
+                    "data",
+                    "replay",
+                    "--source",
+                    str(source),
+                    "--landing",
+                    str(landing),
+                    "--speedup",
+                    str(SPEEDUP),
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
                 env=airflow.environ(),
             )
         log(f"replaying {FILES} files at {SPEEDUP:g} per second into {landing}", started)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from sqlalchemy.orm import Session
 
 
 @dataclass(frozen=True)
@@ -90,11 +94,18 @@ def window_row(session: Session, query: str, window_start: datetime) -> WindowRo
     w, query_id = found
     batches = tuple(
         BatchRow(
-            query=query, index=b.batch_index, status=b.status, attempts=b.attempts,
+            query=query,
+            index=b.batch_index,
+            status=b.status,
+            attempts=b.attempts,
             files=max((len(f) for f in (b.files or {}).values()), default=0),
-            tuples=b.actual_tuples, release=b.release, planned_start=b.planned_start,
-            actual_start=b.actual_start, actual_end=b.actual_end,
-            predicted_cost=b.predicted_cost, actual_cost=b.actual_cost,
+            tuples=b.actual_tuples,
+            release=b.release,
+            planned_start=b.planned_start,
+            actual_start=b.actual_start,
+            actual_end=b.actual_end,
+            predicted_cost=b.predicted_cost,
+            actual_cost=b.actual_cost,
         )
         for b in w.batches
     )
@@ -103,12 +114,22 @@ def window_row(session: Session, query: str, window_start: datetime) -> WindowRo
     planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
     return WindowRow(
-        query=query, window_start=w.window_start, window_end=w.window_end, deadline=w.deadline,
-        status=w.status, batches_done=len(done), batches_planned=len(batches),
-        expected_tuples=w.expected_tuples, tuples=w.actual_tuples,
+        query=query,
+        window_start=w.window_start,
+        window_end=w.window_end,
+        deadline=w.deadline,
+        status=w.status,
+        batches_done=len(done),
+        batches_planned=len(batches),
+        expected_tuples=w.expected_tuples,
+        tuples=w.actual_tuples,
         predicted_cost=sum(b.predicted_cost for b in batches if b.status != "skipped") + planned_merge,
-        actual_cost=actual, predicted_finish=w.predicted_finish, actual_finish=w.actual_finish,
-        deadline_met=w.deadline_met, result_location=w.result_location, batches=batches,
+        actual_cost=actual,
+        predicted_finish=w.predicted_finish,
+        actual_finish=w.actual_finish,
+        deadline_met=w.deadline_met,
+        result_location=w.result_location,
+        batches=batches,
     )
 
 
@@ -116,9 +137,7 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> st
     """Plain columns: text left-aligned, numbers right-aligned, a rule under the header."""
     cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in row] for row in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    numeric = [
-        all(_looks_numeric(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))
-    ]
+    numeric = [all(_looks_numeric(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
 
     def line(row: Sequence[str]) -> str:
         return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric)).rstrip()
@@ -141,8 +160,19 @@ def _yes_no(value: bool | None) -> str:
 
 def windows_table(rows: Sequence[WindowRow]) -> str:
     headers = (
-        "query", "window (UTC)", "status", "batches", "tuples", "pred cost", "actual cost",
-        "pred finish", "finish", "deadline", "met", "result rows", "= 1-pass SQL",
+        "query",
+        "window (UTC)",
+        "status",
+        "batches",
+        "tuples",
+        "pred cost",
+        "actual cost",
+        "pred finish",
+        "finish",
+        "deadline",
+        "met",
+        "result rows",
+        "= 1-pass SQL",
     )
     body = [
         (
@@ -168,8 +198,19 @@ def windows_table(rows: Sequence[WindowRow]) -> str:
 def batches_table(rows: Sequence[WindowRow]) -> str:
     """Per batch, seconds from the window start, and the wait from release to spark-submit."""
     headers = (
-        "query", "batch", "status", "tries", "files", "tuples", "release", "planned", "started",
-        "ended", "wait", "pred cost", "actual cost",
+        "query",
+        "batch",
+        "status",
+        "tries",
+        "files",
+        "tuples",
+        "release",
+        "planned",
+        "started",
+        "ended",
+        "wait",
+        "pred cost",
+        "actual cost",
     )
 
     def at(w: WindowRow, t: datetime | None) -> str | None:
@@ -177,9 +218,16 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
 
     body = [
         (
-            w.query, b.index, b.status, b.attempts, b.files,
+            w.query,
+            b.index,
+            b.status,
+            b.attempts,
+            b.files,
             f"{b.tuples:,}" if b.tuples is not None else None,
-            at(w, b.release), at(w, b.planned_start), at(w, b.actual_start), at(w, b.actual_end),
+            at(w, b.release),
+            at(w, b.planned_start),
+            at(w, b.actual_start),
+            at(w, b.actual_end),
             f"{b.wait_s:.1f}s" if b.wait_s is not None else None,
             f"{b.predicted_cost:.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
@@ -211,8 +259,13 @@ def grant_rows(session: Session, since: datetime) -> list[GrantRow]:
     ).all()
     return [
         GrantRow(
-            fence=r.fence or 0, query=r.query, kind=r.kind, reason=r.reason, registered=r.registered_at,
-            granted=r.granted_at, released=r.released_at,  # type: ignore[arg-type]
+            fence=r.fence or 0,
+            query=r.query,
+            kind=r.kind,
+            reason=r.reason,
+            registered=r.registered_at,
+            granted=r.granted_at,
+            released=r.released_at,  # type: ignore[arg-type]
             rivals=tuple(query for _, query, _ in (r.ranking or [])[1:]),
         )
         for r in found
@@ -228,7 +281,12 @@ def grants_table(rows: Sequence[GrantRow], origin: datetime) -> str:
 
     body = [
         (
-            r.fence, r.query, r.kind, r.reason, at(r.registered), at(r.granted),
+            r.fence,
+            r.query,
+            r.kind,
+            r.reason,
+            at(r.registered),
+            at(r.granted),
             f"{(r.granted - r.registered).total_seconds():.1f}s",
             f"{(r.released - r.granted).total_seconds():.1f}s" if r.released else None,
             ", ".join(r.rivals) or None,

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
-from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +21,9 @@ from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
 from airflow_iqp.queries import QueryDefinition, load_query
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from datetime import datetime
+
     from pyspark.sql import DataFrame, SparkSession
 
 REL_TOL = 1e-9

@@ -3,6 +3,8 @@
 No Airflow or Spark import: the simulator and the live scheduler share it.
 """
 
+from __future__ import annotations
+
 from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job
 from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
 from airflow_iqp.dynamic.laxity import laxity, remaining_cost, work_left

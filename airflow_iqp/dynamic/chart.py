@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Sequence
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
 
 COLOURS = ((31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75))
 BAR, GAP, HEIGHT, MARGIN = 8, 12, 120, 10
@@ -23,12 +26,15 @@ def write_png(path: Path, pixels: list[bytearray], width: int) -> None:
 
     raw = b"".join(b"\x00" + bytes(row) for row in pixels)
     header = struct.pack(">IIBBBBB", width, len(pixels), 8, 2, 0, 0, 0)
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    path.write_bytes(
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b"")
+    )
 
 
 def bar_chart(path: Path, panels: Sequence[Sequence[Sequence[float]]], tops: Sequence[float | None]) -> None:
     """panels[p][group][series], stacked top to bottom; tops[p] is the full-height value
-    (None: the panel's maximum)."""
+    (None: the panel's maximum).
+    """
     groups = max(len(panel) for panel in panels)
     series = max(len(group) for panel in panels for group in panel)
     width = 2 * MARGIN + groups * (series * BAR + GAP)

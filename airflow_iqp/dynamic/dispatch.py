@@ -6,10 +6,13 @@ decision, in the same terms as the simulator's policies.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_iqp.dynamic.policies import check_policy, rank
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 @dataclass(frozen=True)
@@ -25,7 +28,8 @@ class Candidate:
 
     def key(self, policy: str, now: float) -> tuple[float, float, int]:
         """Smaller is served first; ties go to the earlier registration. Round robin serves
-        the query that has waited longest since it was last served."""
+        the query that has waited longest since it was last served.
+        """
         first = self.last_served if policy == "rr" else rank(policy, self.deadline, self.remaining, now)
         return (first, self.registered, self.request)
 

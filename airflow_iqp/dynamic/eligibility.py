@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_iqp.dynamic.estimate import expected_time_of
-from airflow_iqp.dynamic.state import QueryState
+
+if TYPE_CHECKING:
+    from airflow_iqp.dynamic.state import QueryState
 
 
 @dataclass(frozen=True)
@@ -62,7 +65,8 @@ def ready_job(state: QueryState, now: float, min_batch: bool) -> Job | None:
 def batch_reason(*, waiting: int, min_batch: int, all_in: bool, window_closed: bool, input_late: bool) -> str | None:
     """Why `waiting` unprocessed tuples may run as a batch now, or None: MinBatch arrived, the
     last tuple is in, the window closed, or the input is late (Section 4.4: the time at which
-    MinBatch should have arrived at the expected rate has passed, so waiting only burns slack)."""
+    MinBatch should have arrived at the expected rate has passed, so waiting only burns slack).
+    """
     if waiting <= 0:
         return None
     if waiting >= min_batch:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from airflow_iqp.dynamic.state import QueryState
-from airflow_iqp.planning.cost import CostModel
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_iqp.dynamic.state import QueryState
+    from airflow_iqp.planning.cost import CostModel
 
 
 def work_left(pending: int, batch: int | None, batches_done: int, cost: CostModel, agg: CostModel | None) -> float:
     """Seconds to process `pending` tuples in batches of `batch` (None: one batch) and merge
-    every partial, those done and those to come; a single partial needs no merge."""
+    every partial, those done and those to come; a single partial needs no merge.
+    """
     pending = max(pending, 1)
     size = batch or pending
     full, rest = divmod(pending, size)

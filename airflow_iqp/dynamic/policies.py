@@ -24,7 +24,8 @@ def check_policy(name: str) -> str:
 
 def rank(policy: str, deadline: float, remaining: float, now: float) -> float:
     """Smaller runs first: the deadline (EDF), the laxity D - now - remaining (LLF, eq. 9),
-    or the remaining work (SJF). Round robin has no rank: it rotates."""
+    or the remaining work (SJF). Round robin has no rank: it rotates.
+    """
     if policy == "edf":
         return deadline
     if policy == "llf":

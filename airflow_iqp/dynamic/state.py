@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from airflow_iqp.dynamic.estimate import estimate_total
-from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
 from airflow_iqp.planning.min_batch import MinBatch, min_batch_size
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.arrival import ArrivalCurve
+    from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
 
 
 @lru_cache(maxsize=4096)

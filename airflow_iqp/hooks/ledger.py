@@ -1,18 +1,22 @@
 """The ledger as an Airflow connection of type `iqp`, whose host (or extra `sqlalchemy_url`) is
-the ledger database's SQLAlchemy URL; the connection form's labels come from provider info."""
+the ledger database's SQLAlchemy URL; the connection form's labels come from provider info.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import contextmanager
-
-from sqlalchemy import Engine
-from sqlalchemy.orm import Session
+from typing import TYPE_CHECKING
 
 from airflow.sdk import BaseHook
 
 from airflow_iqp import ledger
 from airflow_iqp.ledger.engine import CONN_ID, IQP_CONN_TYPE, connection_url
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session
 
 
 class LedgerHook(BaseHook):

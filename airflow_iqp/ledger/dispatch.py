@@ -16,15 +16,18 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.policies import check_policy
 from airflow_iqp.ledger.models import OPEN_REQUEST_STATES, DispatchRequest, Resource
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 RESOURCE_TAKEN, REQUEST_TAKEN = "resource taken", "request taken"
 
@@ -61,7 +64,8 @@ def register(
 ) -> int | None:
     """Queue a request and return its id. A window has one open request at a time: if this
     slot already has it (a resumed or retried task), its id comes back; if another slot has
-    it, None (wait until it is released)."""
+    it, None (wait until it is released).
+    """
     if not lease_seconds > 0:
         raise ValueError(f"lease_seconds must be > 0, got {lease_seconds!r}")
     if (found := _open_request(session, window_id)) is not None:
@@ -69,8 +73,16 @@ def register(
     try:
         with session.begin_nested():
             request = DispatchRequest(
-                window_id=window_id, query=query, kind=kind, slot=slot, reason=reason, deadline=deadline,
-                remaining_cost=remaining_cost, lease_seconds=lease_seconds, state="waiting", registered_at=now,
+                window_id=window_id,
+                query=query,
+                kind=kind,
+                slot=slot,
+                reason=reason,
+                deadline=deadline,
+                remaining_cost=remaining_cost,
+                lease_seconds=lease_seconds,
+                state="waiting",
+                registered_at=now,
             )
             session.add(request)
         return request.id
@@ -161,9 +173,7 @@ def _ensure_resources(session: Session, resources: int) -> None:
     _check_resources(resources)
     dialect = session.get_bind().dialect.name
     insert = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}[dialect]
-    session.execute(
-        insert(Resource).values([{"id": i, "fence": 0} for i in range(resources)]).on_conflict_do_nothing()
-    )
+    session.execute(insert(Resource).values([{"id": i, "fence": 0} for i in range(resources)]).on_conflict_do_nothing())
 
 
 def _check_resources(resources: int) -> None:
@@ -186,14 +196,20 @@ def _choices(
         return [], []
     waiting = session.execute(
         select(
-            DispatchRequest.id, DispatchRequest.query, DispatchRequest.deadline,
-            DispatchRequest.remaining_cost, DispatchRequest.registered_at,
+            DispatchRequest.id,
+            DispatchRequest.query,
+            DispatchRequest.deadline,
+            DispatchRequest.remaining_cost,
+            DispatchRequest.registered_at,
         ).where(DispatchRequest.state == "waiting")
     ).all()
     last_served = _last_served(session, {r.query for r in waiting}) if policy == "rr" and waiting else {}
     candidates = [
         Candidate(
-            request=r.id, query=r.query, deadline=r.deadline.timestamp(), remaining=r.remaining_cost,
+            request=r.id,
+            query=r.query,
+            deadline=r.deadline.timestamp(),
+            remaining=r.remaining_cost,
             registered=r.registered_at.timestamp(),
             last_served=served.timestamp() if (served := last_served.get(r.query)) else -math.inf,
         )
@@ -206,7 +222,8 @@ def _take(
     session: Session, policy: str, resource: Row, chosen: Candidate, others: list[Candidate], now: datetime
 ) -> Lease | str:
     """Move `resource` to `chosen` in a savepoint; on a lost race nothing changes and the
-    answer says which row moved under us."""
+    answer says which row moved under us.
+    """
     resource_id, old_holder, old_fence = resource
     seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == chosen.request))
     if seconds is None:
@@ -236,7 +253,9 @@ def _take(
     if old_holder is not None:  # an expired lease: its holder lost it
         session.execute(
             update(DispatchRequest)
-            .where(DispatchRequest.id == old_holder, DispatchRequest.state == "granted", DispatchRequest.fence == old_fence)
+            .where(
+                DispatchRequest.id == old_holder, DispatchRequest.state == "granted", DispatchRequest.fence == old_fence
+            )
             .values(state="expired", released_at=now)
         )
     savepoint.commit()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,6 +12,8 @@ from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from airflow.sdk import Connection
 
 CONN_ID = "iqp_default"
@@ -32,7 +33,8 @@ def ledger_url(url: str | None = None) -> str:
     connection `iqp_default`, else SQLite in $AIRFLOW_HOME.
 
     A plain database URI in the environment is used without importing Airflow; the JSON form and
-    `iqp://` URIs are left to Airflow to parse, as the connection `iqp_default`."""
+    `iqp://` URIs are left to Airflow to parse, as the connection `iqp_default`.
+    """
     if url:
         return sqlalchemy_url(url)
     if (uri := os.environ.get(CONN_ENV)) and _is_database_uri(uri):
@@ -71,7 +73,8 @@ def _airflow_connection_url() -> str | None:
 
 def connection_url(conn: Connection) -> str:
     """An Airflow connection as a SQLAlchemy URL. Type `iqp` holds the URL whole (extra
-    `sqlalchemy_url`, else host); database types are assembled from their fields."""
+    `sqlalchemy_url`, else host); database types are assembled from their fields.
+    """
     if conn.conn_type == IQP_CONN_TYPE:
         if found := conn.extra_dejson.get("sqlalchemy_url") or conn.host:
             return sqlalchemy_url(found)
@@ -126,7 +129,8 @@ def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:
 
 def _sqlite_begin_immediate(connection: Any) -> None:
     """Take the write lock up front: a deferred transaction that reads and then writes gets
-    SQLITE_BUSY at once when another process wrote meanwhile, and no timeout helps there."""
+    SQLITE_BUSY at once when another process wrote meanwhile, and no timeout helps there.
+    """
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
@@ -165,7 +169,8 @@ def migrate(url: str | None = None) -> str:
 def session_scope(url: str | None = None, read_only: bool = False) -> Iterator[Session]:
     """A session in one transaction: committed if the block succeeds, rolled back if it raises.
     The first use of a URL in a process migrates its schema. `read_only` sessions (what
-    triggers use) do not take SQLite's write lock, so polling never holds up a grant."""
+    triggers use) do not take SQLite's write lock, so polling never holds up a grant.
+    """
     resolved = ledger_url(url)
     if resolved not in _migrated:
         migrate(resolved)

@@ -7,20 +7,20 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     CheckConstraint,
     DateTime,
     Dialect,
     Float,
     ForeignKey,
-    BigInteger,
     Index,
     Integer,
     MetaData,
     String,
     Text,
     TypeDecorator,
-    text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -155,7 +155,8 @@ class CostObservation(Base):
 
 class Resource(Base):
     """One unit of the shared Spark capacity; whoever holds its lease may run one job on it.
-    `fence` grows with every grant, so a stale holder's writes can be told apart."""
+    `fence` grows with every grant, so a stale holder's writes can be told apart.
+    """
 
     __tablename__ = "resources"
 
@@ -170,15 +171,19 @@ _open = "state IN ('waiting', 'granted')"
 
 class DispatchRequest(Base):
     """A batch or merge asking for a resource: what the policy ranks it by, and what it got.
-    A window has at most one open (waiting or granted) request: a query runs one job at a time."""
+    A window has at most one open (waiting or granted) request: a query runs one job at a time.
+    """
 
     __tablename__ = "dispatch_requests"
     __table_args__ = (
         _one_of("kind", REQUEST_KINDS),
         _one_of("state", REQUEST_STATES),
         Index(
-            "uq_dispatch_requests_open_window", "window_id", unique=True,
-            sqlite_where=text(_open), postgresql_where=text(_open),
+            "uq_dispatch_requests_open_window",
+            "window_id",
+            unique=True,
+            sqlite_where=text(_open),
+            postgresql_where=text(_open),
         ),
         Index("ix_dispatch_requests_state", "state"),
     )

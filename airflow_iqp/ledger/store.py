@@ -1,18 +1,22 @@
 """The few ledger operations the Airflow tasks need. Each takes the caller's session, so a task
-groups its writes in one `session_scope()` transaction."""
+groups its writes in one `session_scope()` transaction.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from airflow_iqp.ledger.models import Batch, CostObservation, Query, Window, utcnow
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+    from datetime import datetime
+
+    from sqlalchemy.orm import Session
 
 NOT_STARTED = ("planned", "waiting")
 
@@ -21,7 +25,8 @@ def register_query(
     session: Session, name: str, sql: str, mode: str, params: Mapping[str, Any], sql_path: str | None = None
 ) -> int:
     """Insert the query, or bring a registered one up to date with its current definition.
-    Several tasks may register the same query at once: the loser of the insert updates instead."""
+    Several tasks may register the same query at once: the loser of the insert updates instead.
+    """
     query = session.scalar(select(Query).where(Query.name == name))
     if query is None:
         try:
@@ -51,7 +56,8 @@ def record_plan(
     a new batch with the index of a kept one is dropped.
 
     Each batch is a mapping with index, first_tuple, last_tuple, release, latest_start,
-    planned_start and predicted_cost."""
+    planned_start and predicted_cost.
+    """
     query_id = _query_id(session, query)
     window = session.scalar(
         select(Window).where(Window.query_id == query_id, Window.window_start == window_start).with_for_update()
@@ -96,13 +102,21 @@ def add_dynamic_batch(
     now: datetime,
 ) -> int:
     """Cut a dynamic-mode batch: the slot that holds the window's lease freezes the files it
-    takes; returns the batch index (the window's batches in the order they were cut)."""
+    takes; returns the batch index (the window's batches in the order they were cut).
+    """
     window = _window(session, window_id)
     index = len(window.batches)
     window.batches.append(
         Batch(
-            batch_index=index, first_tuple=first, last_tuple=last, release=now, latest_start=now,
-            planned_start=now, predicted_cost=predicted_cost, slot=slot, reason=reason,
+            batch_index=index,
+            first_tuple=first,
+            last_tuple=last,
+            release=now,
+            latest_start=now,
+            planned_start=now,
+            predicted_cost=predicted_cost,
+            slot=slot,
+            reason=reason,
             files={stream: list(names) for stream, names in files.items()},
         )
     )
@@ -129,7 +143,8 @@ def freeze_batch_files(
     session: Session, window_id: int, index: int, files: Mapping[str, Sequence[str]]
 ) -> dict[str, list[str]]:
     """Fix the exact input files of a batch once: a retry gets the first list back, not the
-    directory's contents at retry time."""
+    directory's contents at retry time.
+    """
     batch = _batch(session, window_id, index)
     if batch.files is None:
         batch.files = {stream: list(names) for stream, names in files.items()}
@@ -199,7 +214,11 @@ def record_cost_observation(
 ) -> int:
     """One measured run: `size` is tuples for a partial, partials for a merge."""
     obs = CostObservation(
-        query_id=_query_id(session, query), path=path, kind=kind, size=size, seconds=seconds,
+        query_id=_query_id(session, query),
+        path=path,
+        kind=kind,
+        size=size,
+        seconds=seconds,
         observed_at=observed_at or utcnow(),
     )
     session.add(obs)
@@ -248,17 +267,36 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
     """A detached snapshot of a window and its batches, safe to use after the session closes."""
     w = _window(session, window_id)
     return WindowSummary(
-        id=w.id, query=w.query.name, window_start=w.window_start, window_end=w.window_end,
-        deadline=w.deadline, expected_tuples=w.expected_tuples, actual_tuples=w.actual_tuples,
-        predicted_finish=w.predicted_finish, actual_finish=w.actual_finish, status=w.status,
-        deadline_met=w.deadline_met, result_location=w.result_location, plan=dict(w.plan),
+        id=w.id,
+        query=w.query.name,
+        window_start=w.window_start,
+        window_end=w.window_end,
+        deadline=w.deadline,
+        expected_tuples=w.expected_tuples,
+        actual_tuples=w.actual_tuples,
+        predicted_finish=w.predicted_finish,
+        actual_finish=w.actual_finish,
+        status=w.status,
+        deadline_met=w.deadline_met,
+        result_location=w.result_location,
+        plan=dict(w.plan),
         batches=tuple(
             BatchSummary(
-                index=b.batch_index, first_tuple=b.first_tuple, last_tuple=b.last_tuple, status=b.status,
-                attempts=b.attempts, planned_start=b.planned_start, predicted_cost=b.predicted_cost,
-                actual_start=b.actual_start, actual_end=b.actual_end, actual_tuples=b.actual_tuples,
-                actual_cost=b.actual_cost, files=b.files, output_location=b.output_location,
-                slot=b.slot, reason=b.reason,
+                index=b.batch_index,
+                first_tuple=b.first_tuple,
+                last_tuple=b.last_tuple,
+                status=b.status,
+                attempts=b.attempts,
+                planned_start=b.planned_start,
+                predicted_cost=b.predicted_cost,
+                actual_start=b.actual_start,
+                actual_end=b.actual_end,
+                actual_tuples=b.actual_tuples,
+                actual_cost=b.actual_cost,
+                files=b.files,
+                output_location=b.output_location,
+                slot=b.slot,
+                reason=b.reason,
             )
             for b in w.batches
         ),
@@ -266,9 +304,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
 
 
 def window_id(session: Session, query: str, window_start: datetime) -> int | None:
-    return session.scalar(
-        select(Window.id).join(Query).where(Query.name == query, Window.window_start == window_start)
-    )
+    return session.scalar(select(Window.id).join(Query).where(Query.name == query, Window.window_start == window_start))
 
 
 def _query_id(session: Session, name: str) -> int:

@@ -14,19 +14,23 @@ The policy, resource count and lease length are Airflow config, section [iqp].
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import Context
-from sqlalchemy.orm import Session
 
 from airflow_iqp.dynamic.policies import POLICIES
 from airflow_iqp.ledger import dispatch, session_scope
-from airflow_iqp.ledger.dispatch import Lease
 from airflow_iqp.triggers.grant import GrantTrigger
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from airflow.sdk import Context
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.ledger.dispatch import Lease
 
 T = TypeVar("T")
 
@@ -34,7 +38,8 @@ T = TypeVar("T")
 @dataclass(frozen=True)
 class DispatchSettings:
     """[iqp] policy (edf, llf, sjf, rr), resources (jobs the Spark cluster runs at once),
-    lease_seconds (a holder that stops heartbeating loses its resource after this long)."""
+    lease_seconds (a holder that stops heartbeating loses its resource after this long).
+    """
 
     policy: str = "edf"
     resources: int = 1
@@ -46,7 +51,9 @@ class DispatchSettings:
                 f"[iqp] policy must be one of {', '.join(POLICIES)}, got {self.policy!r} (AIRFLOW__IQP__POLICY)"
             )
         if self.resources < 1:
-            raise ValueError(f"[iqp] resources must be a whole number >= 1, got {self.resources!r} (AIRFLOW__IQP__RESOURCES)")
+            raise ValueError(
+                f"[iqp] resources must be a whole number >= 1, got {self.resources!r} (AIRFLOW__IQP__RESOURCES)"
+            )
         if not self.lease_seconds >= 5:
             raise ValueError(
                 f"[iqp] lease_seconds must be >= 5, got {self.lease_seconds!r} (AIRFLOW__IQP__LEASE_SECONDS)"
@@ -61,9 +68,15 @@ class DispatchSettings:
             try:
                 return default if raw in (None, "") else convert(raw.strip())
             except ValueError:
-                raise ValueError(f"[iqp] {key} = {raw!r} is not a valid {convert.__name__} (AIRFLOW__IQP__{key.upper()})") from None
+                raise ValueError(
+                    f"[iqp] {key} = {raw!r} is not a valid {convert.__name__} (AIRFLOW__IQP__{key.upper()})"
+                ) from None
 
-        return cls(read("policy", str, cls.policy).lower(), read("resources", int, cls.resources), read("lease_seconds", float, cls.lease_seconds))
+        return cls(
+            read("policy", str, cls.policy).lower(),
+            read("resources", int, cls.resources),
+            read("lease_seconds", float, cls.lease_seconds),
+        )
 
 
 @dataclass(frozen=True)
@@ -81,7 +94,8 @@ class ResourceRequest:
 
 class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     """Subclasses say what to ask for (`resource_request`) and what to run with the lease
-    (`run_granted`); this class does the queueing, waiting, heartbeating and releasing."""
+    (`run_granted`); this class does the queueing, waiting, heartbeating and releasing.
+    """
 
     def resource_request(self, context: Context) -> ResourceRequest:
         raise NotImplementedError
@@ -92,7 +106,8 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """A request to queue in the transaction that releases the resource after a successful
         job: a window's last batch queues its merge, so the merge is ranked at once instead of
-        after Airflow schedules its task (by then a later deadline may hold the resource)."""
+        after Airflow schedules its task (by then a later deadline may hold the resource).
+        """
         return None
 
     def registration_refused(self, context: Context) -> Any:
@@ -108,7 +123,14 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if request_id is None:
             return self.registration_refused(context)
-        self.log.info("%s %s of window %d queued as request %d (%s)", request.query, request.kind, request.window_id, request_id, request.reason)
+        self.log.info(
+            "%s %s of window %d queued as request %d (%s)",
+            request.query,
+            request.kind,
+            request.window_id,
+            request_id,
+            request.reason,
+        )
         return self._await_grant(context, request_id, settings)
 
     def resume_granted(self, context: Context, event: dict[str, Any] | None = None, **_: Any) -> Any:
@@ -150,15 +172,24 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                     _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if keeper.lost:
-            raise RuntimeError(f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted")
+            raise RuntimeError(
+                f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
+            )
         return result
 
 
 def _register(session: Session, request: ResourceRequest, settings: DispatchSettings, now: datetime) -> int | None:
     return dispatch.register(
-        session, window_id=request.window_id, query=request.query, kind=request.kind, slot=request.slot,
-        reason=request.reason, deadline=request.deadline, remaining_cost=request.remaining_cost,
-        lease_seconds=settings.lease_seconds, now=now,
+        session,
+        window_id=request.window_id,
+        query=request.query,
+        kind=request.kind,
+        slot=request.slot,
+        reason=request.reason,
+        deadline=request.deadline,
+        remaining_cost=request.remaining_cost,
+        lease_seconds=settings.lease_seconds,
+        now=now,
     )
 
 
@@ -184,7 +215,11 @@ class _LeaseKeeper(threading.Thread):
                 continue
             if extended is None:
                 self.lost = True
-                self.log.error("lease of request %d on resource %d was lost; killing the job", self.lease.request, self.lease.resource)
+                self.log.error(
+                    "lease of request %d on resource %d was lost; killing the job",
+                    self.lease.request,
+                    self.lease.resource,
+                )
                 self.on_lost()
                 return
             self.lease = extended

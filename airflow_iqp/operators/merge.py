@@ -1,13 +1,12 @@
 """`final_merge`: once every batch is done, spark-submit the merge job over the committed
-partials. It queues with the dispatcher like a batch, ranked by its own cost."""
+partials. It queues with the dispatcher like a batch, ranked by its own cost.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from airflow.sdk import Context
+from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.declaration import Declaration, merge_costs
 from airflow_iqp.ledger import session_scope, store
@@ -16,14 +15,22 @@ from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, Reso
 from airflow_iqp.operators.window import JOBS_DIR, spark_env, window_dir
 from airflow_iqp.spark.jobs.output import read_marker
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
 
 def merge_request(declaration: Declaration, window: store.WindowSummary) -> ResourceRequest:
     """The merge asks for the resource with its window's deadline and its own cost."""
     always, extra = merge_costs(declaration.cost_model)
     partials = sum(b.status == "done" for b in window.batches)
     return ResourceRequest(
-        window_id=window.id, query=declaration.name, kind="merge", slot=-1, reason="all_processed",
-        deadline=window.deadline, remaining_cost=always + extra.cost(partials),
+        window_id=window.id,
+        query=declaration.name,
+        kind="merge",
+        slot=-1,
+        reason="all_processed",
+        deadline=window.deadline,
+        remaining_cost=always + extra.cost(partials),
     )
 
 
@@ -65,8 +72,19 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             met = store.record_merge(session, window_id, finished, sum(marker["input_rows"].values()), str(result))
             store.record_cost_observation(
-                session, self.declaration.name, "spark_submit", "merge", len(partials), (finished - started).total_seconds()
+                session,
+                self.declaration.name,
+                "spark_submit",
+                "merge",
+                len(partials),
+                (finished - started).total_seconds(),
             )
-        self.log.info("window %d merged %d partials into %s; deadline %s", window_id, len(partials), result, "met" if met else "MISSED")
+        self.log.info(
+            "window %d merged %d partials into %s; deadline %s",
+            window_id,
+            len(partials),
+            result,
+            "met" if met else "MISSED",
+        )
         context["ti"].xcom_push(key="output_location", value=str(result))
         return str(result)

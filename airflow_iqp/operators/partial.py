@@ -13,11 +13,9 @@ import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowSkipException
-from sqlalchemy.orm import Session
 
 from airflow_iqp.declaration import Declaration, file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
@@ -30,6 +28,10 @@ from airflow_iqp.slots import SlotSpec, decide
 from airflow_iqp.spark.jobs.output import read_marker
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.files import FilesLandedTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from sqlalchemy.orm import Session
 
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
@@ -86,7 +88,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             decision = decide(session, spec, time.time())
         if decision.action == "skip":
-            raise AirflowSkipException(f"slot {spec.slot}: every file of the window is taken by {decision.batches} batches")
+            raise AirflowSkipException(
+                f"slot {spec.slot}: every file of the window is taken by {decision.batches} batches"
+            )
         if decision.action == "wait":
             self.defer(trigger=BatchReadyTrigger(spec.as_dict()), method_name="on_ready")
         return self.queue_for_resource(context, self.resource_request(context))
@@ -115,8 +119,13 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             remaining = plan["merge_cost"] + sum(b.predicted_cost for b in window.batches if b.status != "done")
             slot, reason = self.batch["index"], "planned"
         return ResourceRequest(
-            window_id=window.id, query=decl.name, kind="partial", slot=slot, reason=reason,
-            deadline=window.deadline, remaining_cost=remaining,
+            window_id=window.id,
+            query=decl.name,
+            kind="partial",
+            slot=slot,
+            reason=reason,
+            deadline=window.deadline,
+            remaining_cost=remaining,
         )
 
     # -- with the lease -------------------------------------------------------------------------
@@ -130,7 +139,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
                 index = self._cut(session, SlotSpec(**self.batch))
             else:
                 index = self.batch["index"]
-                store.freeze_batch_files(session, window_id, index, window.batch(self.batch["first"], self.batch["last"]))
+                store.freeze_batch_files(
+                    session, window_id, index, window.batch(self.batch["first"], self.batch["last"])
+                )
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
             attempt = store.start_batch(session, window_id, index)
         files = batch.files or {}
@@ -143,11 +154,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         batch_file.write_text(json.dumps(files))
         output = directory / f"batch-{index:04d}"
         self.application_args = [
-            "--query", str(self.declaration.query.path),
-            "--batch", str(batch_file),
-            "--static", str(window.static_dir),
-            "--manifest", str(window.manifest_path),
-            "--output", str(output),
+            "--query",
+            str(self.declaration.query.path),
+            "--batch",
+            str(batch_file),
+            "--static",
+            str(window.static_dir),
+            "--manifest",
+            str(window.manifest_path),
+            "--output",
+            str(output),
         ]
         self._hook = None  # the hook is built from application_args
         self.log.info("batch %d attempt %d: %s", index, attempt, {s: len(f) for s, f in files.items()})
@@ -187,8 +203,13 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         cost, _ = file_costs(self.declaration.cost_model, plan["rows_per_file"])
         positions = sorted(decision.take)
         return store.add_dynamic_batch(
-            session, spec.window_id, spec.slot, decision.reason or "granted", spec.paths(positions),
-            first=spec.indexes.index(positions[0]) + 1, last=spec.indexes.index(positions[-1]) + 1,
+            session,
+            spec.window_id,
+            spec.slot,
+            decision.reason or "granted",
+            spec.paths(positions),
+            first=spec.indexes.index(positions[0]) + 1,
+            last=spec.indexes.index(positions[-1]) + 1,
             predicted_cost=cost.cost(len(positions)),
             now=datetime.now(UTC),
         )

@@ -1,18 +1,21 @@
 """The `plan` task: plan the window's batches (static mode) or its MinBatch and slots (dynamic
-mode), and record window and plan in the ledger."""
+mode), and record window and plan in the ledger.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
-from sqlalchemy.orm import Session
 
 from airflow_iqp.declaration import ArrivalRate, Declaration, dynamic_batching, merge_costs, plan_files
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.window import WindowFiles
 from airflow_iqp.slots import SlotSpec
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 
 def learned_rate(declaration: Declaration, window_start: datetime, window_end: datetime) -> ArrivalRate:
@@ -97,7 +100,9 @@ class PlanWindowOperator(BaseOperator):
         params = {"window_s": decl.window.total_seconds(), "deadline_s": decl.deadline.total_seconds()}
         if decl.mode == "dynamic":
             params |= {"alpha": decl.alpha, "tau_max_s": decl.tau_max}
-        store.register_query(session, decl.name, decl.query.sql, mode=decl.mode, params=params, sql_path=str(decl.query.path))
+        store.register_query(
+            session, decl.name, decl.query.sql, mode=decl.mode, params=params, sql_path=str(decl.query.path)
+        )
 
     def open_slots(self, start: datetime, end: datetime, rate: ArrivalRate) -> list[dict[str, Any]]:
         """Dynamic mode: no batches in advance, only MinBatch and the slots that will cut them."""
@@ -132,14 +137,26 @@ class PlanWindowOperator(BaseOperator):
             )
         self.log.info(
             "window %s..%s: dynamic, MinBatch %d files (cost x%.2f), at most %d, %d slots",
-            start, end, batching.min_batch.size, batching.min_batch.cost_ratio, batching.max_batch, batching.slots,
+            start,
+            end,
+            batching.min_batch.size,
+            batching.min_batch.cost_ratio,
+            batching.max_batch,
+            batching.slots,
         )
         return [
             SlotSpec(
-                window_id=window_id, slot=slot, slots=batching.slots, landing=str(decl.landing),
-                streams=list(decl.decomposition.streams), indexes=window.indexes,
-                window_start=start.timestamp(), window_end=end.timestamp(),
-                expected_files=batching.expected_files, min_batch=batching.min_batch.size, max_batch=batching.max_batch,
+                window_id=window_id,
+                slot=slot,
+                slots=batching.slots,
+                landing=str(decl.landing),
+                streams=list(decl.decomposition.streams),
+                indexes=window.indexes,
+                window_start=start.timestamp(),
+                window_end=end.timestamp(),
+                expected_files=batching.expected_files,
+                min_batch=batching.min_batch.size,
+                max_batch=batching.max_batch,
             ).as_dict()
             for slot in range(batching.slots)
         ]

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
 from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, load_manifest, part_name
-from airflow_iqp.declaration import Declaration
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from airflow_iqp.declaration import Declaration
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
 
@@ -63,4 +66,3 @@ def describe(batch: dict[str, Any]) -> str:
     """Map-index label: which batch, how many files, when the plan starts it."""
     last = "end" if batch["last"] is None else batch["last"]
     return f"batch {batch['index']} · files {batch['first']}..{last} · start {batch['planned_start'][11:19]}"
-

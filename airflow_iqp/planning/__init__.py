@@ -4,6 +4,8 @@ Pure Python plus OR-Tools: no Airflow or Spark import, so it is fast to test and
 schedulers and triggers.
 """
 
+from __future__ import annotations
+
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 from airflow_iqp.planning.min_batch import MinBatch, min_batch_size

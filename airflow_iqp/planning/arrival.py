@@ -9,10 +9,13 @@ from __future__ import annotations
 import bisect
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_iqp.planning.cost import largest_fitting
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 
 class ArrivalCurve(ABC):
@@ -69,9 +72,7 @@ class StepArrival(ArrivalCurve):
             if times and t < times[-1]:
                 raise ValueError(f"points[{i}] time {t:g} is before the previous point's {times[-1]:g}")
             if counts and c < counts[-1]:
-                raise ValueError(
-                    f"points[{i}] cumulative tuples {c} decrease from the previous point's {counts[-1]}"
-                )
+                raise ValueError(f"points[{i}] cumulative tuples {c} decrease from the previous point's {counts[-1]}")
             if counts and c == counts[-1]:
                 continue  # nothing new arrived: the step function is unchanged
             if times and t == times[-1]:

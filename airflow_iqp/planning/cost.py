@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Sequence
 
 # max_tuples() answer when no finite n makes the cost exceed the budget (a flat cost).
 UNBOUNDED = 2**62

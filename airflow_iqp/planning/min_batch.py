@@ -50,7 +50,8 @@ class _BatchedCost:
 
     def lower_bound(self, b: int) -> float:
         """N times the least per-tuple cost of any batch up to b, plus the merge: never above
-        the real cost of batches of b, and non-increasing in b."""
+        the real cost of batches of b, and non-increasing in b.
+        """
         per_tuple = math.inf
         for lo, hi, a, slope in self.ranges:
             if lo > b:

@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ortools.linear_solver import pywraplp
 
 from airflow_iqp.planning.arrival import FixedRateArrival, StepArrival
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
-from airflow_iqp.planning.plan import Batch
-from airflow_iqp.planning.window import Window
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.plan import Batch
+    from airflow_iqp.planning.window import Window
 
 # Relative slack allowed between the two phases (least cost, then latest batches).
 _COST_TOLERANCE = 1e-9
@@ -58,7 +61,9 @@ class BatchOptimizer:
 
     def __init__(self, window: Window) -> None:
         if not isinstance(window.cost, LinearCost | PiecewiseLinearCost):
-            raise ValueError(f"method='mip' supports LinearCost and PiecewiseLinearCost, not {type(window.cost).__name__}")
+            raise ValueError(
+                f"method='mip' supports LinearCost and PiecewiseLinearCost, not {type(window.cost).__name__}"
+            )
         if not isinstance(window.arrival, FixedRateArrival | StepArrival):
             raise ValueError(f"method='mip' does not know arrival curve {type(window.arrival).__name__}")
         self.window = window
@@ -73,7 +78,11 @@ class BatchOptimizer:
 
     def lower_bound(self, batches: int) -> float:
         """No plan with this many batches costs less: Jensen on the cost's convex hull."""
-        per_batch = _interpolate(self._cost_hull, self.window.total / batches) if self.window.total > 1 else self._cost_hull[0][1]
+        per_batch = (
+            _interpolate(self._cost_hull, self.window.total / batches)
+            if self.window.total > 1
+            else self._cost_hull[0][1]
+        )
         return batches * per_batch + self.window.agg(batches)
 
     def _build(self, batches: int, deadline: float) -> _Model:

@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.cost import CostModel
 from airflow_iqp.planning.greedy import EXACT_SEARCH_LIMIT, earliest_finishes, plan_greedy
 from airflow_iqp.planning.optimizer import BatchOptimizer
 from airflow_iqp.planning.plan import Batch, Plan
 from airflow_iqp.planning.window import Window
 
+if TYPE_CHECKING:
+    from airflow_iqp.planning.cost import CostModel
+
 METHODS = ("greedy", "mip")
 
 
 def _check(total: int, arrival: ArrivalCurve, window_end: float, deadline: float, method: str) -> int:
-    if isinstance(total, bool) or not isinstance(total, int | float) or isinstance(total, float) and not total.is_integer():
+    if (
+        isinstance(total, bool)
+        or not isinstance(total, int | float)
+        or isinstance(total, float)
+        and not total.is_integer()
+    ):
         raise ValueError(f"total must be a whole number of tuples, got {total!r}")
     if total < 0:
         raise ValueError(f"total must be >= 0, got {total}")

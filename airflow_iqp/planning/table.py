@@ -2,13 +2,26 @@
 
 from __future__ import annotations
 
-from airflow_iqp.planning.plan import Plan
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.plan import Plan
 
 
 def format_plan(plan: Plan, title: str = "") -> str:
     rows = [("batch", "tuples", "first..last", "release", "start", "end", "cost s")]
     for i, b in enumerate(plan.batches, 1):
-        rows.append((str(i), f"{b.size:,}", f"{b.first:,}..{b.last:,}", f"{b.release:.3f}", f"{b.start:.3f}", f"{b.end:.3f}", f"{b.cost:.3f}"))
+        rows.append(
+            (
+                str(i),
+                f"{b.size:,}",
+                f"{b.first:,}..{b.last:,}",
+                f"{b.release:.3f}",
+                f"{b.start:.3f}",
+                f"{b.end:.3f}",
+                f"{b.cost:.3f}",
+            )
+        )
     if plan.merge:
         m = plan.merge
         rows.append(("merge", f"{m.partials} parts", "", "", f"{m.start:.3f}", f"{m.end:.3f}", f"{m.cost:.3f}"))

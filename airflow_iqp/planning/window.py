@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.cost import CostModel
 from airflow_iqp.planning.plan import Batch, Merge, Plan
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.arrival import ArrivalCurve
+    from airflow_iqp.planning.cost import CostModel
 
 
 def latest_start(bound: float, seconds: float) -> float:

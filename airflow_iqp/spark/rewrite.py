@@ -6,10 +6,13 @@ already holds (static tables, other queries' views) is replaced, even for a mome
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 DIALECT = "spark"
 

@@ -9,7 +9,6 @@ own `spark.sql("... {df}", df=df)` relies on the same).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import reduce
 from typing import TYPE_CHECKING, Protocol
@@ -17,6 +16,8 @@ from typing import TYPE_CHECKING, Protocol
 from airflow_iqp.spark.rewrite import referenced_tables, rename_tables
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping, Sequence
+
     from pyspark.sql import DataFrame, SparkSession
 
 

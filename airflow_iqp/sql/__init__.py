@@ -1,5 +1,7 @@
 """Splitting aggregate queries into per-batch partial aggregates and one exact final merge."""
 
+from __future__ import annotations
+
 from airflow_iqp.sql.decompose import PARTIALS_VIEW, Decomposition, decompose
 from airflow_iqp.sql.errors import UnsupportedQuery
 from airflow_iqp.sql.parsing import parse_query, table_names

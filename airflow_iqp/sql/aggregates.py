@@ -55,4 +55,3 @@ def merge_expression(unit: exp.Expression, columns: list[str]) -> exp.Expression
         count = exp.Nullif(this=exp.Sum(this=cols[1]), expression=exp.Literal.number(0))
         return exp.Paren(this=exp.Div(this=total, expression=count))
     return total
-

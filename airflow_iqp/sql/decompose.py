@@ -13,8 +13,8 @@ AVG over DECIMAL(15, 2) and Q14's ratio of 38-digit SUMs come out with identical
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -22,6 +22,9 @@ from airflow_iqp.sql.aggregates import aggregate_unit, check_mergeable, merge_ex
 from airflow_iqp.sql.errors import UnsupportedQuery
 from airflow_iqp.sql.parsing import DIALECT, parse_query
 from airflow_iqp.sql.streams import StreamScope, check_splittable
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 PARTIALS_VIEW = "iqp_partials"
 

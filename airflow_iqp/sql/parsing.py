@@ -14,9 +14,7 @@ def parse_query(sql: str) -> exp.Query:
     try:
         statements = [s for s in sqlglot.parse(sql, dialect=DIALECT) if s is not None]
     except ParseError as err:
-        where = ", ".join(
-            f"line {e.get('line')}, column {e.get('col')}: {e.get('description')}" for e in err.errors
-        )
+        where = ", ".join(f"line {e.get('line')}, column {e.get('col')}: {e.get('description')}" for e in err.errors)
         raise ValueError(f"cannot parse SQL ({where})") from err
     if len(statements) != 1 or not isinstance(statements[0], exp.Query):
         raise ValueError(f"expected exactly one query, got {len(statements)} statement(s)")

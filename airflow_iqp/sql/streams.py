@@ -9,11 +9,14 @@ one batch, which is exact because an order and its line items arrive in the same
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from airflow_iqp.sql.errors import UnsupportedQuery
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 _MERGEABLE = "cannot be merged exactly across batches"
 
@@ -58,12 +61,13 @@ class StreamScope:
         for join in select.args.get("joins") or []:
             side = (join.args.get("side") or "").upper()
             before, this = any(self.feeds_rows(s) for s in sources), self.feeds_rows(join.this)
-            if (side == "LEFT" and not before) or (side == "RIGHT" and not this) or (
-                side == "FULL" and not (before and this)
+            if (
+                (side == "LEFT" and not before)
+                or (side == "RIGHT" and not this)
+                or (side == "FULL" and not (before and this))
             ):
                 raise UnsupportedQuery(
-                    f"{side} OUTER JOIN that keeps rows of static tables repeats them in every "
-                    f"batch and {_MERGEABLE}"
+                    f"{side} OUTER JOIN that keeps rows of static tables repeats them in every batch and {_MERGEABLE}"
                 )
             sources.append(join.this)
         return any(self.feeds_rows(s) for s in sources)

@@ -11,10 +11,9 @@ import calendar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from pendulum import UTC, DateTime, instance
-
 from airflow.timetables.base import DagRunInfo, DataInterval, Timetable
 from airflow.utils.types import DagRunType
+from pendulum import UTC, DateTime, instance
 
 if TYPE_CHECKING:
     from airflow.timetables.base import TimeRestriction
@@ -29,7 +28,8 @@ def _aware(at: datetime) -> DateTime:
 
 def _micros(at: datetime) -> int:
     """Exact microseconds since the epoch: pendulum's differences are Intervals that do not
-    divide by a timedelta, and float timestamps would round."""
+    divide by a timedelta, and float timestamps would round.
+    """
     return calendar.timegm(at.utctimetuple()) * 1_000_000 + at.microsecond
 
 

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.slots import SlotSpec, decide
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 class BatchReadyTrigger(BaseTrigger):
@@ -24,7 +26,10 @@ class BatchReadyTrigger(BaseTrigger):
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {"spec": self.spec, "poll_interval": self.poll_interval})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"spec": self.spec, "poll_interval": self.poll_interval},
+        )
 
     def look(self) -> str:
         with session_scope(read_only=True) as session:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
 
 
 class FilesLandedTrigger(BaseTrigger):
@@ -25,7 +27,10 @@ class FilesLandedTrigger(BaseTrigger):
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (f"{type(self).__module__}.{type(self).__qualname__}", {"paths": self.paths, "poll_interval": self.poll_interval})
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"paths": self.paths, "poll_interval": self.poll_interval},
+        )
 
     def missing(self) -> list[str]:
         return [p for p in self.paths if not os.path.exists(p)]

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import dispatch, session_scope
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
 
 
 class GrantTrigger(BaseTrigger):
@@ -30,7 +32,12 @@ class GrantTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"request_id": self.request_id, "policy": self.policy, "resources": self.resources, "poll_interval": self.poll_interval},
+            {
+                "request_id": self.request_id,
+                "policy": self.policy,
+                "resources": self.resources,
+                "poll_interval": self.poll_interval,
+            },
         )
 
     def look(self) -> str | None:

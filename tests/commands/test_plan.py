@@ -5,15 +5,20 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.cli import main
 
+if TYPE_CHECKING:
+    from pathlib import Path
+
 
 def test_plan_from_parameters_prints_the_paper_case(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["plan", "--tuples", "10", "--window-start", "1", "--window-end", "10", "--deadline", "2", "--per-tuple", "0.5"])
+    code = main(
+        ["plan", "--tuples", "10", "--window-start", "1", "--window-end", "10", "--deadline", "2", "--per-tuple", "0.5"]
+    )
     out = capsys.readouterr().out
     assert code == 0
     assert "meets deadline 12.000" in out
@@ -23,7 +28,21 @@ def test_plan_from_parameters_prints_the_paper_case(capsys: pytest.CaptureFixtur
 
 
 def test_infeasible_plan_exits_1_and_says_the_earliest_deadline(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["plan", "--tuples", "10", "--window-start", "1", "--window-end", "10", "--deadline", "0.2", "--per-tuple", "0.5"])
+    code = main(
+        [
+            "plan",
+            "--tuples",
+            "10",
+            "--window-start",
+            "1",
+            "--window-end",
+            "10",
+            "--deadline",
+            "0.2",
+            "--per-tuple",
+            "0.5",
+        ]
+    )
     assert code == 1
     assert "earliest feasible deadline is 10.5" in capsys.readouterr().out
 
@@ -34,7 +53,9 @@ def test_plan_from_cost_model_file(tmp_path: Path, capsys: pytest.CaptureFixture
     model.write_text(json.dumps({"query": "q", "paths": {"spark_submit": fitted}}))
     code = main(["plan", "--tuples", "1000", "--window-end", "100", "--deadline", "21.95", "--cost-model", str(model)])
     out = capsys.readouterr().out
-    assert code == 0 and "merge" in out and "meets deadline 121.950" in out
+    assert code == 0
+    assert "merge" in out
+    assert "meets deadline 121.950" in out
 
 
 @pytest.mark.parametrize(
@@ -42,7 +63,10 @@ def test_plan_from_cost_model_file(tmp_path: Path, capsys: pytest.CaptureFixture
     [
         ("not json", "not valid JSON"),
         ('{"paths": {}}', "no paths.spark_submit"),
-        ('{"paths": {"spark_submit": {"partial": {"points": [[2, 1], [1, 2]]}, "merge": {"points": [[1, 1]]}}}}', "partial: points[1]"),
+        (
+            '{"paths": {"spark_submit": {"partial": {"points": [[2, 1], [1, 2]]}, "merge": {"points": [[1, 1]]}}}}',
+            "partial: points[1]",
+        ),
     ],
 )
 def test_bad_cost_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], document: str, message: str) -> None:
@@ -55,8 +79,23 @@ def test_bad_cost_model_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
 
 def test_iqp_console_script_runs() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "airflow_iqp.cli", "plan", "--tuples", "5", "--window-end", "4", "--deadline", "9", "--per-tuple", "1"],
-        capture_output=True, text=True, check=False,
+        [
+            sys.executable,
+            "-m",
+            "airflow_iqp.cli",
+            "plan",
+            "--tuples",
+            "5",
+            "--window-end",
+            "4",
+            "--deadline",
+            "9",
+            "--per-tuple",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     assert "meets deadline" in result.stdout

@@ -27,15 +27,18 @@ def test_fit_recovers_a_known_piecewise_linear_shape() -> None:
     y = knee(x) + np.random.default_rng(0).normal(0, 0.01, len(x))
     fit = fit_piecewise(x, y)
     knots = np.array([p[0] for p in fit.points])
-    assert len(fit.points) <= 4 and 8000 in knots
+    assert len(fit.points) <= 4
+    assert 8000 in knots
     assert np.allclose([p[1] for p in fit.points], knee(knots), rtol=0.02)
-    assert fit.rmse < 0.02 and fit.max_relative_error < 0.02
+    assert fit.rmse < 0.02
+    assert fit.max_relative_error < 0.02
 
 
 def test_fit_is_monotone_even_when_timings_fall() -> None:
     fit = fit_piecewise([1, 2, 4, 8, 8], [3.0, 2.0, 2.5, 1.0, 1.2])
     seconds = [s for _, s in fit.points]
-    assert seconds == sorted(seconds) and min(seconds) >= 0
+    assert seconds == sorted(seconds)
+    assert min(seconds) >= 0
     assert [x for x, _ in fit.points] == sorted({x for x, _ in fit.points})
 
 
@@ -46,14 +49,18 @@ def test_pool_adjacent_violators_averages_a_decreasing_run() -> None:
 
 def test_a_single_size_gives_a_constant_cost() -> None:
     fit = fit_piecewise([16, 16], [4.0, 6.0])
-    assert fit.points == [[16.0, 5.0]] and fit.rmse == pytest.approx(1.0)
+    assert fit.points == [[16.0, 5.0]]
+    assert fit.rmse == pytest.approx(1.0)
 
 
 def synthetic(scale: float) -> Measurements:
     rng = np.random.default_rng(1)
     return Measurements(
-        partial=[{"tuples": int(n), "seconds": float(knee(n) * scale), "batches": k}
-                 for k in (1, 2, 4) for n in rng.integers(1000, 32000, k)],
+        partial=[
+            {"tuples": int(n), "seconds": float(knee(n) * scale), "batches": k}
+            for k in (1, 2, 4)
+            for n in rng.integers(1000, 32000, k)
+        ],
         merge=[{"partials": k, "seconds": scale * (1 + 0.1 * k)} for k in (1, 2, 4)],
     )
 
@@ -62,13 +69,16 @@ def test_written_model_loads_for_both_paths(tmp_path: Path) -> None:
     path = tmp_path / "q3.json"
     write_model(path, "q3", 0.01, 32, {"in_process": synthetic(1.0), "spark_submit": synthetic(5.0)})
     document = json.loads(path.read_text())
-    assert document["unit"] == "rows" and document["scale"] == 0.01
-    assert "hostname" not in json.dumps(document["machine"]) and document["machine"]["cpus"]
+    assert document["unit"] == "rows"
+    assert document["scale"] == 0.01
+    assert "hostname" not in json.dumps(document["machine"])
+    assert document["machine"]["cpus"]
     for name in PATHS:
         model = load_cost_model(path, name)
         section = document["paths"][name]
         assert [list(p) for p in model.partial.points] == section["partial"]["points"]
-        assert len(section["partial"]["measured"]) == 7 and "rmse_seconds" in section["merge"]["fit_error"]
+        assert len(section["partial"]["measured"]) == 7
+        assert "rmse_seconds" in section["merge"]["fit_error"]
     assert load_cost_model(path, "spark_submit").merge.cost(4) > load_cost_model(path, "in_process").merge.cost(4)
 
 
@@ -82,7 +92,7 @@ def test_refitting_one_path_keeps_the_other(tmp_path: Path) -> None:
     assert set(json.loads(path.read_text())["paths"]) == {"in_process"}
 
 
-def test_real_in_process_measurement(spark: "pyspark.sql.SparkSession", tmp_path: Path) -> None:  # noqa: F821
+def test_real_in_process_measurement(spark: pyspark.sql.SparkSession, tmp_path: Path) -> None:  # noqa: F821
     """Two one-file batches and their merge: three real jobs, the least that exercises a split."""
     from airflow_iqp.costfit.batches import Dataset
     from airflow_iqp.costfit.runners import InProcessRunner
@@ -91,14 +101,17 @@ def test_real_in_process_measurement(spark: "pyspark.sql.SparkSession", tmp_path
     generate(tmp_path / "data", scale=0.001, files=2)
     data = Dataset.open(tmp_path / "data")
     steps: list[str] = []
-    measured = measure("q6", ("lineitem",), data, InProcessRunner(spark), Plan(splits=(2,)), tmp_path / "work",
-                       steps.append)
+    measured = measure(
+        "q6", ("lineitem",), data, InProcessRunner(spark), Plan(splits=(2,)), tmp_path / "work", steps.append
+    )
     assert len(steps) == Plan(splits=(2,)).jobs() == 3
     assert sum(p["tuples"] for p in measured.partial) == sum(f.rows for f in data.manifest.streams["lineitem"])
-    assert list(measured.split_totals()) == [2] and measured.split_totals()[2] > 0
+    assert list(measured.split_totals()) == [2]
+    assert measured.split_totals()[2] > 0
     write_model(tmp_path / "q6.json", "q6", 0.001, 2, {"in_process": measured})
     model = load_cost_model(tmp_path / "q6.json", "in_process")
-    assert model.partial.cost(measured.partial[0]["tuples"]) > 0 and model.merge.cost(2) > 0
+    assert model.partial.cost(measured.partial[0]["tuples"]) > 0
+    assert model.merge.cost(2) > 0
 
 
 def test_committed_models_cover_every_query_on_both_paths() -> None:
@@ -107,4 +120,6 @@ def test_committed_models_cover_every_query_on_both_paths() -> None:
     for path in files:
         for name in PATHS:
             model = load_cost_model(path, name)
-            assert model.query == path.stem and len(model.partial.points) >= 2 and model.merge.cost(2) > 0
+            assert model.query == path.stem
+            assert len(model.partial.points) >= 2
+            assert model.merge.cost(2) > 0

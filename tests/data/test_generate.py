@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow.compute as pc
@@ -15,6 +15,9 @@ import pytest
 from airflow_iqp.commands import data as data_command
 from airflow_iqp.data.generate import STATIC_TABLES, generate
 from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest, part_name
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 FILES = 7
 
@@ -48,7 +51,8 @@ def test_each_order_shares_its_file_index_with_all_its_lineitems(generated: Path
             index_of_order[key] = i
     for i in range(FILES):
         keys = set(read_stream(generated, "lineitem", i)["l_orderkey"].to_pylist())
-        assert keys and all(index_of_order[k] == i for k in keys)
+        assert keys
+        assert all(index_of_order[k] == i for k in keys)
 
 
 def test_order_key_ranges_follow_file_order(generated: Path) -> None:
@@ -63,7 +67,9 @@ def test_rows_equal_the_source_tables(generated: Path, source: Path) -> None:
         assert split.num_rows == original.num_rows
         assert pc.sum(split[key]).as_py() == pc.sum(original[key]).as_py()
     for table in STATIC_TABLES:
-        assert pq.read_table(generated / "static" / table).num_rows == pq.read_table(source / f"{table}.parquet").num_rows
+        assert (
+            pq.read_table(generated / "static" / table).num_rows == pq.read_table(source / f"{table}.parquet").num_rows
+        )
 
 
 def test_manifest_counts_match_the_files(generated: Path) -> None:
@@ -87,7 +93,8 @@ def test_event_times_lie_within_each_files_slot(generated: Path) -> None:
         for i in range(FILES):
             times = read_stream(generated, stream, i)[column].to_numpy().astype("datetime64[us]")
             seconds = (times - base) / np.timedelta64(1, "s")
-            assert seconds.min() >= i * 2.0 and seconds.max() < (i + 1) * 2.0
+            assert seconds.min() >= i * 2.0
+            assert seconds.max() < (i + 1) * 2.0
     orders = read_stream(generated, "orders", 2)
     time_of_order = dict(zip(orders["o_orderkey"].to_pylist(), orders["o_event_time"].to_pylist()))
     lineitem = read_stream(generated, "lineitem", 2)

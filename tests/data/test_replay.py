@@ -85,9 +85,7 @@ def test_replay_lands_every_file_on_schedule(source: Path, tmp_path: Path) -> No
         assert [p.name for p in (landing / stream).iterdir() if p.name.startswith(".")] == []
 
 
-def test_no_reader_sees_a_partly_written_file(
-    source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_no_reader_sees_a_partly_written_file(source: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     landing = tmp_path / "landing"
     real_copy = replay_module.shutil.copyfile
     seen_while_copying: list[tuple[str, list[str]]] = []
@@ -149,8 +147,20 @@ def test_cli_replay(source: Path, tmp_path: Path, capsys: pytest.CaptureFixture[
     parser = argparse.ArgumentParser(prog="iqp")
     data_command.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(
-        ["data", "replay", "--source", str(source), "--landing", str(tmp_path / "l"), "--profile", "VR2",
-         "--speedup", "1000", "--start-index", "2"]
+        [
+            "data",
+            "replay",
+            "--source",
+            str(source),
+            "--landing",
+            str(tmp_path / "l"),
+            "--profile",
+            "VR2",
+            "--speedup",
+            "1000",
+            "--start-index",
+            "2",
+        ]
     )
     assert args.func(args) == 0
     assert "landed 4 file indexes" in capsys.readouterr().out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -16,6 +16,9 @@ from airflow_iqp.demo.summary import batches_table, format_table, window_row, wi
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 END = START + timedelta(minutes=2)
@@ -36,11 +39,23 @@ def ledger(tmp_path: Path) -> str:
     with session_scope(url) as session:
         store.register_query(session, "q6", "SELECT 1", mode="static", params={})
         window_id = store.record_plan(
-            session, "q6", START, END, END + timedelta(seconds=90), expected_tuples=1000,
+            session,
+            "q6",
+            START,
+            END,
+            END + timedelta(seconds=90),
+            expected_tuples=1000,
             plan={"merge_cost": 25.0},
             batches=[
-                {"index": i, "first_tuple": f, "last_tuple": l, "release": at(r), "latest_start": at(s),
-                 "planned_start": at(s), "predicted_cost": c}
+                {
+                    "index": i,
+                    "first_tuple": f,
+                    "last_tuple": l,
+                    "release": at(r),
+                    "latest_start": at(s),
+                    "planned_start": at(s),
+                    "predicted_cost": c,
+                }
                 for i, (f, l, r, s, c) in enumerate([(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)])
             ],
             predicted_finish=at(210),
@@ -48,7 +63,9 @@ def ledger(tmp_path: Path) -> str:
         for index, (start, end, rows) in enumerate([(at(45), at(70), 400), (at(125), at(150), 600)]):
             store.freeze_batch_files(session, window_id, index, {"lineitem": ["a", "b"] if index else ["a"]})
             store.start_batch(session, window_id, index, start)
-            store.finish_batch(session, window_id, index, start, end, rows, (end - start).total_seconds(), f"/out/{index}")
+            store.finish_batch(
+                session, window_id, index, start, end, rows, (end - start).total_seconds(), f"/out/{index}"
+            )
         store.record_cost_observation(session, "q6", "spark_submit", "merge", 2, 20.0, observed_at=at(175))
         store.record_merge(session, window_id, at(175), 1000, "/out/result")
     return url
@@ -58,7 +75,10 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
     with session_scope(ledger) as session:
         row = window_row(session, "q6", START)
         assert window_row(session, "q6", END) is None
-    assert row is not None and row.finished and row.status == "merged" and row.deadline_met
+    assert row is not None
+    assert row.finished
+    assert row.status == "merged"
+    assert row.deadline_met
     assert (row.batches_done, row.batches_planned, row.tuples) == (2, 2, 1000)
     assert row.predicted_cost == pytest.approx(45 + 65 + 25)
     assert row.actual_cost == pytest.approx(25 + 25 + 20)
@@ -67,21 +87,66 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
 
     windows = windows_table([row]).splitlines()
     assert windows[0].split() == [
-        "query", "window", "(UTC)", "status", "batches", "tuples", "pred", "cost", "actual", "cost",
-        "pred", "finish", "finish", "deadline", "met", "result", "rows", "=", "1-pass", "SQL",
+        "query",
+        "window",
+        "(UTC)",
+        "status",
+        "batches",
+        "tuples",
+        "pred",
+        "cost",
+        "actual",
+        "cost",
+        "pred",
+        "finish",
+        "finish",
+        "deadline",
+        "met",
+        "result",
+        "rows",
+        "=",
+        "1-pass",
+        "SQL",
     ]
     assert windows[2].split() == [
-        "q6", "12:00:00-12:02:00", "merged", "2/2", "1,000", "135.0s", "70.0s", "+90s", "+55s", "+90s", "yes", "-", "-",
+        "q6",
+        "12:00:00-12:02:00",
+        "merged",
+        "2/2",
+        "1,000",
+        "135.0s",
+        "70.0s",
+        "+90s",
+        "+55s",
+        "+90s",
+        "yes",
+        "-",
+        "-",
     ]
     batches = batches_table([row]).splitlines()
     assert len(batches) == 4
     assert batches[3].split() == [
-        "q6", "1", "done", "1", "2", "600", "119.5s", "120.0s", "125.0s", "150.0s", "5.5s", "65.0s", "25.0s",
+        "q6",
+        "1",
+        "done",
+        "1",
+        "2",
+        "600",
+        "119.5s",
+        "120.0s",
+        "125.0s",
+        "150.0s",
+        "5.5s",
+        "65.0s",
+        "25.0s",
     ]
 
 
 def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:
-    assert compare_rows([{"n": 3, "x": 1.0, "d": Decimal("2.50")}], [{"n": 3, "x": 1.0 + 1e-12, "d": Decimal("2.5")}]) == []
+    assert (
+        compare_rows([{"n": 3, "x": 1.0, "d": Decimal("2.50")}], [{"n": 3, "x": 1.0 + 1e-12, "d": Decimal("2.5")}])
+        == []
+    )
     assert compare_rows([{"x": 1.0}], [{"x": 1.0 + 1e-6}]) != []
     assert compare_rows([{"n": 3}], [{"n": 4}]) == ["row 0 n: 3 but single pass gives 4"]
     assert compare_rows([{"d": Decimal("1.000000001")}], [{"d": Decimal("1.000000002")}]) == []
@@ -93,13 +158,15 @@ def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:
 
 def _lineitem(orderkeys: list[int]) -> pa.Table:
     n = len(orderkeys)
-    return pa.table({
-        "l_orderkey": pa.array(orderkeys, pa.int64()),
-        "l_quantity": pa.array([Decimal("10.00")] * n, pa.decimal128(15, 2)),
-        "l_extendedprice": pa.array([Decimal(f"{100 + k}.50") for k in orderkeys], pa.decimal128(15, 2)),
-        "l_discount": pa.array([Decimal("0.06")] * n, pa.decimal128(15, 2)),
-        "l_shipdate": pa.array([datetime(1994, 6, 1).date()] * n, pa.date32()),
-    })
+    return pa.table(
+        {
+            "l_orderkey": pa.array(orderkeys, pa.int64()),
+            "l_quantity": pa.array([Decimal("10.00")] * n, pa.decimal128(15, 2)),
+            "l_extendedprice": pa.array([Decimal(f"{100 + k}.50") for k in orderkeys], pa.decimal128(15, 2)),
+            "l_discount": pa.array([Decimal("0.06")] * n, pa.decimal128(15, 2)),
+            "l_shipdate": pa.array([datetime(1994, 6, 1).date()] * n, pa.date32()),
+        }
+    )
 
 
 def test_verify_window_uses_only_the_window_files(tmp_path: Path, spark) -> None:
@@ -114,17 +181,20 @@ def test_verify_window_uses_only_the_window_files(tmp_path: Path, spark) -> None
     window_end = START + timedelta(seconds=2)
     expected = single_pass(spark, load_query("q6"), landing, START, window_end)
     revenue = sum((Decimal(f"{100 + k}.50") * Decimal("0.06") for k in (11, 12, 21, 22)), Decimal(0))
-    assert len(expected) == 1 and expected[0]["revenue"] == revenue
+    assert len(expected) == 1
+    assert expected[0]["revenue"] == revenue
 
     result = tmp_path / "result"
     result.mkdir()
     pq.write_table(pa.Table.from_pylist(expected), result / "part-0.parquet")
     rows, problems = verify_window(spark, "q6", landing, START, window_end, result)
-    assert rows == expected and problems == []
+    assert rows == expected
+    assert problems == []
 
     pq.write_table(pa.Table.from_pylist([{"revenue": revenue + 1}]), result / "part-0.parquet")
     _, problems = verify_window(spark, "q6", landing, START, window_end, result)
-    assert len(problems) == 1 and problems[0].startswith("row 0 revenue")
+    assert len(problems) == 1
+    assert problems[0].startswith("row 0 revenue")
 
 
 def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: str) -> None:
@@ -135,7 +205,8 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
     assert not gave_up(row)
     failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
     assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
-    assert next_window_start(START) == START and next_window_start(START + timedelta(seconds=1)) == END
+    assert next_window_start(START) == START
+    assert next_window_start(START + timedelta(seconds=1)) == END
 
 
 def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> None:
@@ -150,8 +221,16 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
         }
         ids = {
             q: dispatch.register(
-                session, window_id=w, query=q, kind="partial", slot=0, reason="min_batch",
-                deadline=END + timedelta(seconds=d), remaining_cost=10.0, lease_seconds=60, now=at(130),
+                session,
+                window_id=w,
+                query=q,
+                kind="partial",
+                slot=0,
+                reason="min_batch",
+                deadline=END + timedelta(seconds=d),
+                remaining_cost=10.0,
+                lease_seconds=60,
+                now=at(130),
             )
             for (q, w), d in zip(windows.items(), (200, 300))
         }

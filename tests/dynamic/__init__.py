@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from airflow_iqp.dynamic import QueryState
 from airflow_iqp.planning import ArrivalCurve, LinearCost
-from airflow_iqp.planning.arrival import StepArrival
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.arrival import StepArrival
 
 # cost(n) = 1 + n, agg(k) = 1 + k / 2: for 10 tuples with alpha 0.6 MinBatch is 3
 # (ratio (14 + agg(4)) / 11 = 1.55; 2 gives (15 + agg(5)) / 11 = 1.68).

@@ -7,7 +7,6 @@ import math
 import pytest
 
 from airflow_iqp.dynamic import estimate_total, expected_time_of, next_ready_time, ready_job
-
 from tests.dynamic import slow, state
 
 
@@ -16,12 +15,14 @@ def test_waits_for_min_batch_then_runs_it() -> None:
     assert ready_job(s, 2.0, True) is None
     assert next_ready_time(s, 2.0, True) == 3.0
     job = ready_job(s, 3.0, True)
-    assert job is not None and (job.kind, job.size, job.cost) == ("partial", 3, 4.0)
+    assert job is not None
+    assert (job.kind, job.size, job.cost) == ("partial", 3, 4.0)
 
 
 def test_takes_only_min_batch_even_when_more_arrived() -> None:
     job = ready_job(state(), 9.0, True)
-    assert job is not None and job.size == 3
+    assert job is not None
+    assert job.size == 3
 
 
 def test_slow_input_fires_when_the_expected_time_passes() -> None:
@@ -30,31 +31,36 @@ def test_slow_input_fires_when_the_expected_time_passes() -> None:
     assert ready_job(s, 2.5, True) is None
     assert next_ready_time(s, 2.5, True) == 3.0
     job = ready_job(s, 3.0, True)
-    assert job is not None and job.size == 2
+    assert job is not None
+    assert job.size == 2
 
 
 def test_closed_window_runs_whatever_remains() -> None:
     s = state(processed=9, batches=3)
     assert ready_job(s, 9.5, True) is None  # tuple 10 arrives at 10
     job = ready_job(s, 10.0, True)
-    assert job is not None and job.size == 1
+    assert job is not None
+    assert job.size == 1
 
 
 def test_traditional_takes_whatever_arrived() -> None:
     job = ready_job(state(), 2.0, False)
-    assert job is not None and job.size == 2
+    assert job is not None
+    assert job.size == 2
 
 
 def test_merge_is_ready_once_everything_is_processed() -> None:
     job = ready_job(state(processed=10, batches=4), 20.0, True)
-    assert job is not None and (job.kind, job.size, job.cost) == ("merge", 4, 3.0)
+    assert job is not None
+    assert (job.kind, job.size, job.cost) == ("merge", 4, 3.0)
 
 
 def test_nothing_before_submission_or_after_finish() -> None:
     s = state()
     assert ready_job(s, 0.5, True) is None
     s.finish = 12.0
-    assert ready_job(s, 20.0, True) is None and next_ready_time(s, 20.0, True) == math.inf
+    assert ready_job(s, 20.0, True) is None
+    assert next_ready_time(s, 20.0, True) == math.inf
 
 
 @pytest.mark.parametrize(

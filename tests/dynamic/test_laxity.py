@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from airflow_iqp.dynamic import laxity, remaining_cost
-
 from tests.dynamic import state
 
 

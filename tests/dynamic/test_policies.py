@@ -10,8 +10,7 @@ import pytest
 
 from airflow_iqp.dynamic import POLICIES, make_policy
 from airflow_iqp.planning import ArrivalCurve, LinearCost
-from airflow_iqp.simulate import SimQuery, simulate
-
+from airflow_iqp.simulation import SimQuery, simulate
 from tests.dynamic import state
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import func, select
@@ -12,6 +11,10 @@ from sqlalchemy import func, select
 from airflow_iqp.hooks import LedgerHook
 from airflow_iqp.ledger import engine, ledger_url, store
 from airflow_iqp.ledger.models import Query
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
 
 
 @pytest.fixture

@@ -61,6 +61,8 @@ class AirflowEnv:
         assert result.returncode == 0, result.stderr[-3000:]
 
 
-def next_window_start(window: timedelta, after: datetime, origin: datetime = datetime(2000, 1, 1, tzinfo=UTC)) -> datetime:
+def next_window_start(
+    window: timedelta, after: datetime, origin: datetime = datetime(2000, 1, 1, tzinfo=UTC)
+) -> datetime:
     steps = -(-(after - origin) // window)
     return origin + steps * window

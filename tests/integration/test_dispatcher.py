@@ -13,10 +13,9 @@ import json
 import subprocess
 import time
 from datetime import datetime, timedelta
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark.sql import SparkSession
 from sqlalchemy import select
 
 from airflow_iqp.data.descriptor import load_descriptor
@@ -26,6 +25,11 @@ from airflow_iqp.demo.verify import verify_window, window_paths
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
 
 WINDOW = timedelta(seconds=30)
 LEAD = timedelta(seconds=45)  # three Airflow processes start before the window opens
@@ -70,8 +74,14 @@ def write_dag(env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: 
     model.write_text(json.dumps({"query": query, "unit": "rows", "paths": {"spark_submit": COST_MODEL}}))
     (env.dags / f"{dag_id}.py").write_text(
         DAG_FILE.format(
-            dag_id=dag_id, query=query, window=WINDOW.total_seconds(), deadline=deadline, landing=landing,
-            cost_model=model, work=env.home / "work", mode=mode,
+            dag_id=dag_id,
+            query=query,
+            window=WINDOW.total_seconds(),
+            deadline=deadline,
+            landing=landing,
+            cost_model=model,
+            work=env.home / "work",
+            mode=mode,
         )
     )
 
@@ -79,8 +89,20 @@ def write_dag(env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: 
 def replay(stream: Path, landing: Path, speedup: float) -> tuple[subprocess.Popen[str], datetime]:
     """Start replaying; returns the process and the first window that opens after LEAD."""
     process = subprocess.Popen(
-        [str(BIN / "iqp"), "data", "replay", "--source", str(stream), "--landing", str(landing), "--speedup", str(speedup)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            str(BIN / "iqp"),
+            "data",
+            "replay",
+            "--source",
+            str(stream),
+            "--landing",
+            str(landing),
+            "--speedup",
+            str(speedup),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     while not (landing / "_iqp_stream.json").exists():
         time.sleep(0.1)
@@ -91,7 +113,9 @@ def run_dags(envs: dict[str, AirflowEnv], start: datetime) -> None:
     """`airflow dags test` every DAG for the window at once; all must succeed."""
     logs = {dag_id: env.home / "dags_test.log" for dag_id, env in envs.items()}
     running = {
-        dag_id: env.start_airflow("dags", "test", dag_id, start.isoformat(), log=logs[dag_id], AIRFLOW__IQP__POLICY=POLICY)
+        dag_id: env.start_airflow(
+            "dags", "test", dag_id, start.isoformat(), log=logs[dag_id], AIRFLOW__IQP__POLICY=POLICY
+        )
         for dag_id, env in envs.items()
     }
     for dag_id, process in running.items():
@@ -107,8 +131,12 @@ def check_window(ledger: str, spark: SparkSession, query: str, start: datetime, 
     expected = window_paths(load_descriptor(landing), landing, stream, window.window_start, window.window_end)
     done = [b for b in window.batches if b.status == "done"]
     assert sorted(f for b in done for f in b.files[stream]) == expected, f"{query}: every file in exactly one batch"
-    assert window.status == "merged" and window.deadline_met, f"{query}: finished {window.actual_finish}, due {window.deadline}"
-    _, differences = verify_window(spark, query, landing, window.window_start, window.window_end, window.result_location)
+    assert window.status == "merged" and window.deadline_met, (
+        f"{query}: finished {window.actual_finish}, due {window.deadline}"
+    )
+    _, differences = verify_window(
+        spark, query, landing, window.window_start, window.window_end, window.result_location
+    )
     assert differences == [], f"{query}: {differences}"
     return window
 
@@ -124,7 +152,9 @@ def report(ledger: str, start: datetime, queries: list[str]) -> None:
 def grants(ledger: str) -> list[DispatchRequest]:
     with session_scope(ledger) as session:
         return list(
-            session.scalars(select(DispatchRequest).where(DispatchRequest.granted_at.is_not(None)).order_by(DispatchRequest.fence))
+            session.scalars(
+                select(DispatchRequest).where(DispatchRequest.granted_at.is_not(None)).order_by(DispatchRequest.fence)
+            )
         )
 
 
@@ -176,7 +206,8 @@ def test_three_queries_share_one_resource_in_policy_order(
     contested = 0
     for request in granted:
         ranking = request.ranking
-        assert ranking[0][0] == request.id and ranking[0][2] == pytest.approx(request.deadline.timestamp())
+        assert ranking[0][0] == request.id
+        assert ranking[0][2] == pytest.approx(request.deadline.timestamp())
         keys = [key for _, _, key in ranking]
         assert keys == sorted(keys), f"grant {request.fence} did not go to the best-ranked request: {ranking}"
         contested += len(ranking) > 1 and keys[0] < keys[1]

@@ -14,10 +14,10 @@ import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 
 from airflow_iqp.data.descriptor import load_descriptor
 from airflow_iqp.data.generate import generate
@@ -25,6 +25,9 @@ from airflow_iqp.data.manifest import part_name
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 WINDOW = timedelta(seconds=20)
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
@@ -52,7 +55,9 @@ dag = intermittent_query(
 COST_MODEL = {
     "query": "q6",
     "unit": "rows",
-    "paths": {"spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}},
+    "paths": {
+        "spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
+    },
 }
 
 
@@ -80,9 +85,20 @@ def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> 
         DAG_FILE.format(dag_id=name, window=WINDOW.total_seconds(), landing=landing, cost_model=model, work=work)
     )
     replay = subprocess.Popen(
-        [str(BIN / "iqp"), "data", "replay", "--source", str(stream),
-         "--landing", str(landing), "--speedup", str(SPEEDUP)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        [
+            str(BIN / "iqp"),
+            "data",
+            "replay",
+            "--source",
+            str(stream),
+            "--landing",
+            str(landing),
+            "--speedup",
+            str(SPEEDUP),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         while not (landing / "_iqp_stream.json").exists():
@@ -115,11 +131,16 @@ def single_pass(spark: SparkSession, stream: Path, landing: Path, files: list[st
         spark.catalog.dropTempView("lineitem")
 
 
-def check_window(env: AirflowEnv, spark: SparkSession, stream: Path, window_id: int, landing: Path) -> store.WindowSummary:
+def check_window(
+    env: AirflowEnv, spark: SparkSession, stream: Path, window_id: int, landing: Path
+) -> store.WindowSummary:
     with session_scope(env.ledger) as session:
         window = store.window_summary(session, window_id)
     descriptor = load_descriptor(landing)
-    expected = [str(landing / "lineitem" / part_name(i)) for i in descriptor.window_files(window.window_start, window.window_end)]
+    expected = [
+        str(landing / "lineitem" / part_name(i))
+        for i in descriptor.window_files(window.window_start, window.window_end)
+    ]
     done = [b for b in window.batches if b.status == "done"]
     frozen = [f for b in done for f in b.files["lineitem"]]
     # Every file of the window in exactly one batch, in arrival order.
@@ -128,16 +149,20 @@ def check_window(env: AirflowEnv, spark: SparkSession, stream: Path, window_id: 
     assert all(b.actual_start is not None and b.actual_cost > 0 for b in done)
     assert sum(b.actual_tuples for b in done) == window.actual_tuples
     # The ledger holds the plan and the outcome.
-    assert window.status == "merged" and window.predicted_finish is not None
+    assert window.status == "merged"
+    assert window.predicted_finish is not None
     assert window.deadline_met == (window.actual_finish <= window.deadline)
     # The result equals one Spark SQL pass over the same files.
     result = pq.read_table(window.result_location).to_pylist()
     expected_rows = [r.asDict() for r in single_pass(spark, stream, landing, expected)]
-    assert result == expected_rows and result[0]["revenue"] is not None
+    assert result == expected_rows
+    assert result[0]["revenue"] is not None
     return window
 
 
-def test_q6_window_runs_in_batches_and_equals_single_pass(airflow_env: AirflowEnv, stream: Path, spark: SparkSession) -> None:
+def test_q6_window_runs_in_batches_and_equals_single_pass(
+    airflow_env: AirflowEnv, stream: Path, spark: SparkSession
+) -> None:
     window_id, landing, _ = run_window(airflow_env, stream, "iqp_q6_window")
     window = check_window(airflow_env, spark, stream, window_id, landing)
     assert all(b.attempts == 1 for b in window.batches if b.status == "done")
@@ -145,7 +170,9 @@ def test_q6_window_runs_in_batches_and_equals_single_pass(airflow_env: AirflowEn
     assert "running trigger in line" in log, "an early batch should have waited for its files in a trigger"
 
 
-def test_failed_batch_is_retried_and_the_result_stays_exact(airflow_env: AirflowEnv, stream: Path, spark: SparkSession) -> None:
+def test_failed_batch_is_retried_and_the_result_stays_exact(
+    airflow_env: AirflowEnv, stream: Path, spark: SparkSession
+) -> None:
     """The first batch's first file lands truncated: the job refuses it (its row count disagrees
     with the manifest) and the batch fails. Once the good file is back, the retry processes the
     same frozen files into the same output."""
@@ -176,6 +203,7 @@ def test_failed_batch_is_retried_and_the_result_stays_exact(airflow_env: Airflow
     assert repaired, "the truncated file never made its batch fail"
     window = check_window(airflow_env, spark, stream, window_id, landing)
     first = window.batches[0]
-    assert first.attempts == 2 and first.status == "done"
+    assert first.attempts == 2
+    assert first.status == "done"
     outputs = sorted(p.name for p in Path(first.output_location).parent.iterdir() if p.is_dir())
     assert outputs == sorted(Path(b.output_location).name for b in window.batches if b.status == "done") + ["result"]

@@ -9,13 +9,16 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from airflow_iqp.ledger import engine
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 def _pg_bin() -> Path:
@@ -50,20 +53,27 @@ def postgres_server() -> Iterator[str]:
         shutil.chown(root, "postgres", "postgres")
     data, port = root / "data", _free_port()
     subprocess.run(
-        _as_cluster_owner(str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N"),
-        check=True, capture_output=True,
+        _as_cluster_owner(
+            str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N"
+        ),
+        check=True,
+        capture_output=True,
     )
     options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off"
     subprocess.run(
-        _as_cluster_owner(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start"),
-        check=True, capture_output=True,
+        _as_cluster_owner(
+            str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start"
+        ),
+        check=True,
+        capture_output=True,
     )
     try:
         yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
     finally:
         subprocess.run(
             _as_cluster_owner(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"),
-            check=False, capture_output=True,
+            check=False,
+            capture_output=True,
         )
         shutil.rmtree(root, ignore_errors=True)
 

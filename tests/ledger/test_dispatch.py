@@ -10,15 +10,17 @@ import time
 import traceback
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from sqlalchemy import select, text
-from sqlalchemy.orm import Session
 
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.dispatch import Lease
 from airflow_iqp.ledger.models import DispatchRequest, Resource
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -47,8 +49,16 @@ def _register(
     lease_seconds: float = 30.0,
 ) -> int | None:
     return dispatch.register(
-        session, window_id=window_id, query=query, kind=kind, slot=slot, reason="test",
-        deadline=deadline or _s(3600), remaining_cost=remaining, lease_seconds=lease_seconds, now=now,
+        session,
+        window_id=window_id,
+        query=query,
+        kind=kind,
+        slot=slot,
+        reason="test",
+        deadline=deadline or _s(3600),
+        remaining_cost=remaining,
+        lease_seconds=lease_seconds,
+        now=now,
     )
 
 
@@ -117,14 +127,17 @@ def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, po
 
     with session_scope(ledger_db) as s:
         first = s.get(DispatchRequest, expected[0])
-        assert first is not None and first.state == "released" and first.granted_at == T0
+        assert first is not None
+        assert first.state == "released"
+        assert first.granted_at == T0
         assert [r[0] for r in first.ranking] == expected
         assert [r[1] for r in first.ranking] == [f"q{letter}" for letter in ORDER[policy]]
         keys = [r[2] for r in first.ranking]
         assert [k is None for k in keys] == [k is None for k in FIRST_KEYS[policy]]
         assert [k for k in keys if k is not None] == pytest.approx([k for k in FIRST_KEYS[policy] if k is not None])
         last = s.get(DispatchRequest, expected[-1])
-        assert last is not None and [r[0] for r in last.ranking] == expected[-1:]
+        assert last is not None
+        assert [r[0] for r in last.ranking] == expected[-1:]
 
 
 # -- requests and leases ------------------------------------------------------------------------
@@ -146,7 +159,8 @@ def test_a_window_has_one_open_request(ledger_db: str) -> None:
         assert dispatch.release(s, lease, _s(3)) is True
     with session_scope(ledger_db) as s:
         second = _register(s, window, "q1", now=_s(4), slot=1)
-        assert second is not None and second != first
+        assert second is not None
+        assert second != first
         assert _register(s, window, "q1", now=_s(4), slot=0) is None
     assert [_state(ledger_db, r).state for r in (first, second)] == ["released", "waiting"]
 
@@ -168,7 +182,8 @@ def test_two_resources_grant_two_and_then_none_while_held(ledger_db: str) -> Non
 def test_nothing_is_granted_while_the_lease_is_live(ledger_db: str) -> None:
     a, b = _waiting(ledger_db, ["qa", "qb"])
     (lease,) = _grant(ledger_db, T0)
-    assert lease.request == a and lease.expires == _s(30)
+    assert lease.request == a
+    assert lease.expires == _s(30)
     for later in (1, 15, 29.999):
         assert _grant(ledger_db, _s(later)) == []
     with session_scope(ledger_db) as s:
@@ -193,7 +208,8 @@ def test_an_expired_lease_is_reclaimed_and_its_stale_holder_is_fenced_off(ledger
         assert dispatch.release(s, old, _s(33)) is False
     with session_scope(ledger_db) as s:
         resource = s.get(Resource, 0)
-        assert resource is not None and (resource.holder_id, resource.fence) == (b, 2)
+        assert resource is not None
+        assert (resource.holder_id, resource.fence) == (b, 2)
         assert resource.lease_expires == _s(61)
     assert _state(ledger_db, a).state == "expired"
     assert _grant(ledger_db, _s(34)) == []  # b still holds it: c waits
@@ -349,7 +365,12 @@ def _claimer(url: str, worker: int, window_id: int, resources: int, shared: dict
     query, policy = f"q{worker}", POLICIES[worker % len(POLICIES)]
     claims, in_flight, problems = shared["claims"], shared["in_flight"], []
     stats: dict[str, Any] = {
-        "claims": 0, "overlapped": 0, "held": 0, "handed_over": 0, "release_seconds": 0.0, "release_max": 0.0,
+        "claims": 0,
+        "overlapped": 0,
+        "held": 0,
+        "handed_over": 0,
+        "release_seconds": 0.0,
+        "release_max": 0.0,
     }
     request: int | None = None
     try:
@@ -358,8 +379,13 @@ def _claimer(url: str, worker: int, window_id: int, resources: int, shared: dict
                 with session_scope(url) as s:
                     now = datetime.now(UTC)
                     request = _register(
-                        s, window_id, query, now=now, deadline=now + timedelta(seconds=5 + worker),
-                        remaining=0.1 * (worker + 1), lease_seconds=600,
+                        s,
+                        window_id,
+                        query,
+                        now=now,
+                        deadline=now + timedelta(seconds=5 + worker),
+                        remaining=0.1 * (worker + 1),
+                        lease_seconds=600,
                     )
                 if request is None:
                     problems.append(f"worker {worker} could not register in its own window")
@@ -418,9 +444,7 @@ def test_contested_claims_never_grant_a_resource_twice(ledger_db: str, resources
         "barrier": ctx.Barrier(WORKERS),
         "results": ctx.Queue(),
     }
-    workers = [
-        ctx.Process(target=_claimer, args=(ledger_db, w, windows[w], resources, shared)) for w in range(WORKERS)
-    ]
+    workers = [ctx.Process(target=_claimer, args=(ledger_db, w, windows[w], resources, shared)) for w in range(WORKERS)]
     started = time.perf_counter()
     for p in workers:
         p.start()
@@ -436,8 +460,12 @@ def test_contested_claims_never_grant_a_resource_twice(ledger_db: str, resources
     with session_scope(ledger_db) as s:
         requests = s.execute(
             select(
-                DispatchRequest.id, DispatchRequest.state, DispatchRequest.resource_id, DispatchRequest.fence,
-                DispatchRequest.granted_at, DispatchRequest.released_at,
+                DispatchRequest.id,
+                DispatchRequest.state,
+                DispatchRequest.resource_id,
+                DispatchRequest.fence,
+                DispatchRequest.granted_at,
+                DispatchRequest.released_at,
             ).where(DispatchRequest.granted_at.is_not(None))
         ).all()
         fences = dict(s.execute(select(Resource.id, Resource.fence)).all())

@@ -4,11 +4,9 @@ concurrent writers, and where the ledger URL comes from."""
 from __future__ import annotations
 
 import multiprocessing
-import os
 import traceback
 from datetime import UTC, datetime, timedelta, timezone
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -19,6 +17,9 @@ from sqlalchemy.exc import StatementError
 from airflow_iqp.cli import main
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Window
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 FILES = {"orders": ["orders/0000.parquet", "orders/0001.parquet"], "lineitem": ["lineitem/0000.parquet"]}
@@ -43,17 +44,32 @@ def _planned_window(url: str, ranges: tuple[tuple[int, int], ...] = ((1, 6), (7,
     with session_scope(url) as s:
         store.register_query(s, "q1", "SELECT 1", "partial_merge", {"region": "ASIA"})
         return store.record_plan(
-            s, "q1", T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=12), 10, {"method": "greedy"},
-            _batches(ranges), predicted_finish=T0 + timedelta(seconds=12),
+            s,
+            "q1",
+            T0,
+            T0 + timedelta(seconds=10),
+            T0 + timedelta(seconds=12),
+            10,
+            {"method": "greedy"},
+            _batches(ranges),
+            predicted_finish=T0 + timedelta(seconds=12),
         )
 
 
-def test_migration_creates_all_tables_and_matches_the_models(ledger_db: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_migration_creates_all_tables_and_matches_the_models(
+    ledger_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["db", "migrate", "--url", ledger_db]) == 0
     assert main(["db", "migrate", "--url", ledger_db]) == 0
     assert capsys.readouterr().out.count("at revision 0002") == 2
     assert set(inspect(engine(ledger_db)).get_table_names()) == {
-        "alembic_version", "queries", "windows", "batches", "cost_observations", "resources", "dispatch_requests",
+        "alembic_version",
+        "queries",
+        "windows",
+        "batches",
+        "cost_observations",
+        "resources",
+        "dispatch_requests",
     }
     with engine(ledger_db).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
@@ -63,7 +79,8 @@ def test_cli_masks_the_password(capsys: pytest.CaptureFixture[str], postgres_ser
     url = postgres_server.replace("postgres@", "postgres:s3cret@") + "/postgres"
     assert main(["db", "migrate", "--url", url]) == 0
     out = capsys.readouterr().out
-    assert "s3cret" not in out and "postgres:***@" in out
+    assert "s3cret" not in out
+    assert "postgres:***@" in out
     engine(url).dispose()
 
 
@@ -72,14 +89,17 @@ def test_replanning_a_window_replaces_only_unstarted_batches(ledger_db: str) -> 
     assert _planned_window(ledger_db) == window_id
     with session_scope(ledger_db) as s:
         assert [(b.index, b.first_tuple, b.last_tuple) for b in store.window_summary(s, window_id).batches] == [
-            (0, 1, 6), (1, 7, 10),
+            (0, 1, 6),
+            (1, 7, 10),
         ]
         store.start_batch(s, window_id, 0)
     assert _planned_window(ledger_db, ((1, 3), (4, 8), (9, 10))) == window_id
     with session_scope(ledger_db) as s:
         summary = store.window_summary(s, window_id)
         assert [(b.index, b.first_tuple, b.last_tuple, b.status) for b in summary.batches] == [
-            (0, 1, 6, "running"), (1, 4, 8, "planned"), (2, 9, 10, "planned"),
+            (0, 1, 6, "running"),
+            (1, 4, 8, "planned"),
+            (2, 9, 10, "planned"),
         ]
         assert summary.status == "running"
         assert s.scalar(select(func.count()).select_from(Window)) == 1
@@ -107,15 +127,27 @@ def test_attempts_count_starts_and_the_merge_judges_the_deadline(ledger_db: str)
     with session_scope(ledger_db) as s:
         assert store.start_batch(s, window_id, 0) == 2
         store.finish_batch(
-            s, window_id, 0, actual_start=T0 + timedelta(seconds=6), actual_end=T0 + timedelta(seconds=9),
-            actual_tuples=6, actual_cost=3.0, output_location="/out/w/0",
+            s,
+            window_id,
+            0,
+            actual_start=T0 + timedelta(seconds=6),
+            actual_end=T0 + timedelta(seconds=9),
+            actual_tuples=6,
+            actual_cost=3.0,
+            output_location="/out/w/0",
         )
     later_tz = timezone(timedelta(hours=2))
     with session_scope(ledger_db) as s:
         assert store.start_batch(s, window_id, 1) == 1
         store.finish_batch(
-            s, window_id, 1, actual_start=T0 + timedelta(seconds=10), actual_end=T0 + timedelta(seconds=11),
-            actual_tuples=4, actual_cost=1.0, output_location="/out/w/1",
+            s,
+            window_id,
+            1,
+            actual_start=T0 + timedelta(seconds=10),
+            actual_end=T0 + timedelta(seconds=11),
+            actual_tuples=4,
+            actual_cost=1.0,
+            output_location="/out/w/1",
         )
         finish = (T0 + timedelta(seconds=12)).astimezone(later_tz)
         assert store.record_merge(s, window_id, finish, 10, "/out/w/result") is True
@@ -124,7 +156,8 @@ def test_attempts_count_starts_and_the_merge_judges_the_deadline(ledger_db: str)
     assert [(b.status, b.attempts) for b in summary.batches] == [("done", 2), ("done", 1)]
     assert summary.batches[0].actual_end == T0 + timedelta(seconds=9)
     assert summary.actual_finish == T0 + timedelta(seconds=12)
-    assert summary.actual_finish.tzinfo == UTC and summary.deadline.tzinfo == UTC
+    assert summary.actual_finish.tzinfo == UTC
+    assert summary.deadline.tzinfo == UTC
     assert (summary.status, summary.deadline_met, summary.actual_tuples) == ("merged", True, 10)
 
 

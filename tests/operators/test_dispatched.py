@@ -6,12 +6,15 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.operators.dispatched import DispatchSettings, _LeaseKeeper
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LOG = logging.getLogger(__name__)
 
@@ -28,8 +31,16 @@ def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
         store.register_query(s, "q6", "SELECT 1", "static", {})
         window = store.record_plan(s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, {}, [])
         dispatch.register(
-            s, window_id=window, query="q6", kind="partial", slot=0, reason="planned",
-            deadline=now + timedelta(seconds=60), remaining_cost=1.0, lease_seconds=lease_seconds, now=now,
+            s,
+            window_id=window,
+            query="q6",
+            kind="partial",
+            slot=0,
+            reason="planned",
+            deadline=now + timedelta(seconds=60),
+            remaining_cost=1.0,
+            lease_seconds=lease_seconds,
+            now=now,
         )
         [lease] = dispatch.grant(s, policy="edf", resources=1, now=now)
     return lease
@@ -50,18 +61,37 @@ def test_the_keeper_extends_the_lease_while_the_job_runs(url: str) -> None:
     keeper.start()
     threading.Event().wait(0.5)
     keeper.stop()
-    assert not lost.is_set() and not keeper.lost
-    assert keeper.lease.fence == lease.fence and keeper.lease.expires > lease.expires
+    assert not lost.is_set()
+    assert not keeper.lost
+    assert keeper.lease.fence == lease.fence
+    assert keeper.lease.expires > lease.expires
 
 
 def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) -> None:
     start = datetime.now(UTC) - timedelta(minutes=5)
     lease = grant_one(url, 5.0, start)  # expired long ago: this holder stalled
     with session_scope(url) as s:  # another window's request takes the resource over
-        window = store.record_plan(s, "q6", start + timedelta(seconds=10), start + timedelta(seconds=20), start + timedelta(seconds=90), 1, {}, [])
+        window = store.record_plan(
+            s,
+            "q6",
+            start + timedelta(seconds=10),
+            start + timedelta(seconds=20),
+            start + timedelta(seconds=90),
+            1,
+            {},
+            [],
+        )
         dispatch.register(
-            s, window_id=window, query="q6", kind="partial", slot=0, reason="planned",
-            deadline=start + timedelta(seconds=90), remaining_cost=1.0, lease_seconds=600, now=datetime.now(UTC),
+            s,
+            window_id=window,
+            query="q6",
+            kind="partial",
+            slot=0,
+            reason="planned",
+            deadline=start + timedelta(seconds=90),
+            remaining_cost=1.0,
+            lease_seconds=600,
+            now=datetime.now(UTC),
         )
         [taken] = dispatch.grant(s, policy="edf", resources=1, now=datetime.now(UTC))
     assert taken.fence == lease.fence + 1

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from airflow_iqp.planning import ArrivalCurve
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from airflow_iqp.planning import ArrivalCurve
 
 
 @dataclass(frozen=True)

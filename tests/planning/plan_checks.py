@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from airflow_iqp.planning import Plan
-from tests.planning.brute_force import Instance
+if TYPE_CHECKING:
+    from airflow_iqp.planning import Plan
+    from tests.planning.brute_force import Instance
 
 
 def assert_valid_schedule(inst: Instance, plan: Plan, deadline: float) -> None:
@@ -41,5 +43,6 @@ def assert_valid_schedule(inst: Instance, plan: Plan, deadline: float) -> None:
         assert plan.finish <= deadline
         assert plan.reason is None
     else:
-        assert plan.reason and plan.earliest_deadline is not None
+        assert plan.reason
+        assert plan.earliest_deadline is not None
         assert plan.finish <= plan.earliest_deadline

@@ -57,7 +57,11 @@ def concave_costs(draw: st.DrawFn) -> PiecewiseLinearCost:
 def merge_costs() -> st.SearchStrategy:
     return st.one_of(
         st.none(),
-        st.builds(LinearCost, per_tuple=st.integers(0, 4).map(lambda q: q / 4), overhead=st.integers(0, 4).map(lambda q: q / 4)),
+        st.builds(
+            LinearCost,
+            per_tuple=st.integers(0, 4).map(lambda q: q / 4),
+            overhead=st.integers(0, 4).map(lambda q: q / 4),
+        ),
     )
 
 

@@ -20,14 +20,17 @@ def test_fixed_rate_spacing() -> None:
 
 def test_a_burst_of_points_at_one_time_is_one_step() -> None:
     curve = ArrivalCurve.from_points([(0, 1), (2, 3), (2, 7), (4, 9)])
-    assert curve.count_at(2) == 7 and curve.time_of(4) == 2.0 and curve.time_of(8) == 4.0
+    assert curve.count_at(2) == 7
+    assert curve.time_of(4) == 2.0
+    assert curve.time_of(8) == 4.0
 
 
 def test_from_points_is_a_step_function() -> None:
     curve = ArrivalCurve.from_points([(0, 3), (5, 3), (7, 10)])
     assert curve.total == 10
     assert [curve.count_at(t) for t in (-1, 0, 6.9, 7)] == [0, 3, 3, 10]
-    assert curve.time_of(3) == 0.0 and curve.time_of(4) == 7.0
+    assert curve.time_of(3) == 0.0
+    assert curve.time_of(4) == 7.0
     with pytest.raises(ValueError, match="exceeds"):
         curve.time_of(11)
 

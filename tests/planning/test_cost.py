@@ -60,9 +60,7 @@ def test_bad_linear_cost(kwargs: dict) -> None:
 costs = st.one_of(
     st.builds(LinearCost, st.floats(1e-9, 10), st.floats(0, 100)),
     st.lists(st.tuples(st.integers(1, 10**9), st.floats(0, 1e4)), min_size=1, max_size=6).map(
-        lambda pts: PiecewiseLinearCost(
-            zip(sorted({x for x, _ in pts}), sorted(y for _, y in pts))
-        )
+        lambda pts: PiecewiseLinearCost(zip(sorted({x for x, _ in pts}), sorted(y for _, y in pts)))
     ),
 )
 

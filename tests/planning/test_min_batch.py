@@ -37,9 +37,11 @@ def test_min_batch_size_matches_a_scan(total: int, cost, agg, alpha: float, tau:
     fitting = [b for b in range(1, total + 1) if cost.cost(b) <= tau]
     good = [b for b in fitting if batched(total, b, cost, agg) <= limit]
     if good:
-        assert result.alpha_met and result.size == good[0]
+        assert result.alpha_met
+        assert result.size == good[0]
     else:
-        assert not result.alpha_met and result.size == fitting[-1]
+        assert not result.alpha_met
+        assert result.size == fitting[-1]
     assert math.isclose(result.cost_ratio, batched(total, result.size, cost, agg) / cost.cost(total), rel_tol=1e-12)
 
 

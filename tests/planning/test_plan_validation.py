@@ -40,13 +40,15 @@ def test_infeasible_deadline_returns_the_earliest_plan(method: str) -> None:
     assert not result.feasible
     assert result.earliest_deadline == 10.5
     assert result.finish == 10.5
-    assert "10.5" in result.reason and "0.3" in result.reason
+    assert "10.5" in result.reason
+    assert "0.3" in result.reason
     assert plan(deadline=result.earliest_deadline, method=method).feasible
 
 
 def test_merge_cost_is_charged_and_planned_for() -> None:
     result = plan(deadline=13, agg_cost=LinearCost(per_tuple=0.25, overhead=0.5))
-    assert result.feasible and result.merge is not None
+    assert result.feasible
+    assert result.merge is not None
     k = len(result.batches)
     assert result.merge.cost == 0.5 + 0.25 * k
     assert result.merge.start >= result.batches[-1].end
@@ -56,7 +58,10 @@ def test_merge_cost_is_charged_and_planned_for() -> None:
 
 def test_empty_window_needs_no_batch() -> None:
     result = plan(total=0)
-    assert result.feasible and result.batches == [] and result.merge is None and result.total_cost == 0
+    assert result.feasible
+    assert result.batches == []
+    assert result.merge is None
+    assert result.total_cost == 0
 
 
 def test_huge_window_at_fixed_rate() -> None:
@@ -64,5 +69,6 @@ def test_huge_window_at_fixed_rate() -> None:
     arrival = ArrivalCurve.fixed_rate(0, 3600, 10**9)
     cost = LinearCost(per_tuple=2e-6, overhead=12.0)
     result = plan_single_query(total=10**9, arrival=arrival, window_end=3600, deadline=3600 + 600, cost=cost)
-    assert result.feasible and 2 <= len(result.batches) < 50
+    assert result.feasible
+    assert 2 <= len(result.batches) < 50
     assert sum(b.size for b in result.batches) == 10**9

@@ -1,5 +1,7 @@
 """The paper's Fig. 2 cases: tuple i arrives at time i, two tuples per time unit, no merge cost."""
 
+from __future__ import annotations
+
 import pytest
 
 from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost, plan_single_query
@@ -41,5 +43,6 @@ def test_mip_beats_greedy_where_concave_cost_rewards_a_different_cut() -> None:
     )
     greedy = plan_single_query(**args, method="greedy")
     mip = plan_single_query(**args, method="mip")
-    assert greedy.feasible and mip.feasible
+    assert greedy.feasible
+    assert mip.feasible
     assert mip.total_cost < greedy.total_cost

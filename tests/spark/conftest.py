@@ -6,14 +6,17 @@ its own: a grouped aggregate, a join of both streams with static tables, a globa
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.data.generate import STATIC_TABLES, generate
 from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
 
 STREAM_FILES = 14
 
@@ -65,7 +68,7 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tpch_static(spark: "pyspark.sql.SparkSession", tpch_dir: Path) -> Path:  # noqa: F821
+def tpch_static(spark: pyspark.sql.SparkSession, tpch_dir: Path) -> Path:  # noqa: F821
     """Registers every static table as a view of the shared session; returns their directory."""
     for table in STATIC_TABLES:
         spark.read.parquet(str(tpch_dir / STATIC_DIR / table)).createOrReplaceTempView(table)
@@ -84,7 +87,8 @@ def stream_files(tpch_dir: Path) -> Callable[[str, Sequence[int]], list[str]]:
 
 @pytest.fixture(scope="session")
 def read_batch(
-    spark: "pyspark.sql.SparkSession", stream_files: Callable[[str, Sequence[int]], list[str]]  # noqa: F821
+    spark: pyspark.sql.SparkSession,
+    stream_files: Callable[[str, Sequence[int]], list[str]],  # noqa: F821
 ) -> Callable[[Sequence[str], Sequence[int]], dict]:
     """read_batch(streams, indexes): {stream: DataFrame of those files}; no indexes, an empty batch."""
 

@@ -14,16 +14,19 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 import pytest
-from pyspark.sql import SparkSession
 
 from airflow_iqp.data.generate import STATIC_TABLES
 from airflow_iqp.data.manifest import MANIFEST_NAME, part_name
 from airflow_iqp.spark import run_merge, run_partial
 from airflow_iqp.spark.jobs import common, merge_job, partial_job
 from airflow_iqp.spark.jobs.output import MARKER
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 Files = Callable[[str, Sequence[int]], list[str]]
 
@@ -42,13 +45,25 @@ def fake_queries(monkeypatch: pytest.MonkeyPatch, decompositions: dict) -> None:
     monkeypatch.setattr(merge_job, "load_decomposition", load)
 
 
-def run_partial_job(tmp: Path, tpch_dir: Path, query: str, batch: dict, output: Path, static: Path | None = None) -> int:
+def run_partial_job(
+    tmp: Path, tpch_dir: Path, query: str, batch: dict, output: Path, static: Path | None = None
+) -> int:
     batch_file = tmp / f"batch-{output.name}.json"
     batch_file.write_text(json.dumps(batch))
-    return partial_job.main([
-        "--query", query, "--batch", str(batch_file), "--static", str(static or tpch_dir / "static"),
-        "--manifest", str(tpch_dir / MANIFEST_NAME), "--output", str(output),
-    ])
+    return partial_job.main(
+        [
+            "--query",
+            query,
+            "--batch",
+            str(batch_file),
+            "--static",
+            str(static or tpch_dir / "static"),
+            "--manifest",
+            str(tpch_dir / MANIFEST_NAME),
+            "--output",
+            str(output),
+        ]
+    )
 
 
 def spark_submit(script: Path, args: list[str]) -> subprocess.CompletedProcess:
@@ -64,10 +79,21 @@ def test_spark_submit_partial_then_merge(
     batch = tmp_path / "batch.json"
     batch.write_text(json.dumps({"lineitem": stream_files("lineitem", range(14))}))
     partial, result = tmp_path / "out" / "batch-0", tmp_path / "out" / "result"
-    done = spark_submit(Path(partial_job.__file__), [
-        "--query", "q14", "--batch", str(batch), "--static", str(tpch_dir / "static"),
-        "--manifest", str(tpch_dir / MANIFEST_NAME), "--output", str(partial),
-    ])
+    done = spark_submit(
+        Path(partial_job.__file__),
+        [
+            "--query",
+            "q14",
+            "--batch",
+            str(batch),
+            "--static",
+            str(tpch_dir / "static"),
+            "--manifest",
+            str(tpch_dir / MANIFEST_NAME),
+            "--output",
+            str(partial),
+        ],
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     done = spark_submit(Path(merge_job.__file__), ["--query", "q14", "--output", str(result), str(partial)])
     assert done.returncode == 0, done.stderr[-3000:]
@@ -91,9 +117,12 @@ def test_partial_then_merge_commits_the_one_pass_result(
         batch = {s: stream_files(s, indexes) for s in ("orders", "lineitem")}
         assert run_partial_job(tmp_path, tpch_dir, "nations", batch, out) == 0
     marker = json.loads((outs[0] / MARKER).read_text())
-    assert marker["kind"] == "partial" and marker["query"] == "nations"
+    assert marker["kind"] == "partial"
+    assert marker["query"] == "nations"
     assert marker["inputs"]["orders"] == stream_files("orders", [0, 1, 2])
-    assert marker["input_rows"]["lineitem"] == sum(pq.read_metadata(f).num_rows for f in stream_files("lineitem", [0, 1, 2]))
+    assert marker["input_rows"]["lineitem"] == sum(
+        pq.read_metadata(f).num_rows for f in stream_files("lineitem", [0, 1, 2])
+    )
     assert marker["rows"] == 25
 
     result = tmp_path / "out" / "result"

@@ -5,15 +5,17 @@ from __future__ import annotations
 import datetime as dt
 import math
 import random
-from collections.abc import Iterator
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_iqp.sql import PARTIALS_VIEW, UnsupportedQuery, decompose, parse_query
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 STREAMS = ("orders", "lineitem")
 
@@ -33,7 +35,8 @@ def test_partial_drops_having_order_limit_and_merge_keeps_them() -> None:
     merge = parse_query(d.merge_sql)
     assert all(merge.args.get(k) for k in ("having", "order", "limit"))
     assert d.output_columns == ("l_shipmode", "q")
-    assert d.partials_view == PARTIALS_VIEW and f"FROM {PARTIALS_VIEW}" in d.merge_sql
+    assert d.partials_view == PARTIALS_VIEW
+    assert f"FROM {PARTIALS_VIEW}" in d.merge_sql
 
 
 def test_identical_aggregates_share_one_partial_column_and_avg_reuses_sum() -> None:
@@ -51,8 +54,7 @@ def test_count_merges_as_coalesced_sum_and_avg_as_ratio_of_sums() -> None:
 
 def test_group_by_alias_and_ordinal_resolve_to_expressions() -> None:
     d = decompose(
-        "select extract(year from o_orderdate) as o_year, o_orderpriority, count(*) c "
-        "from orders group by o_year, 2",
+        "select extract(year from o_orderdate) as o_year, o_orderpriority, count(*) c from orders group by o_year, 2",
         STREAMS,
     )
     assert "GROUP BY EXTRACT(YEAR FROM o_orderdate), o_orderpriority" in d.partial_sql
@@ -198,16 +200,30 @@ def _tables(spark: Any) -> dict[str, Any]:
     orders, items = [], []
     for key in range(1, 121):
         orders.append(
-            (key, rng.randint(1, 20), rng.choice(priorities), Decimal(rng.randint(100, 999999)) / 100,
-             start + dt.timedelta(days=rng.randint(0, 1500)), t0 + dt.timedelta(seconds=key))
+            (
+                key,
+                rng.randint(1, 20),
+                rng.choice(priorities),
+                Decimal(rng.randint(100, 999999)) / 100,
+                start + dt.timedelta(days=rng.randint(0, 1500)),
+                t0 + dt.timedelta(seconds=key),
+            )
         )
         for line in range(1, rng.randint(0, 5) + 1):
             commit = start + dt.timedelta(days=rng.randint(0, 1500))
             items.append(
-                (key, line, Decimal(rng.randint(100, 5000)) / 100, Decimal(rng.randint(1000, 9999999)) / 100,
-                 Decimal(rng.randint(0, 10)) / 100, None if rng.random() < 0.2 else rng.uniform(0.5, 20.0),
-                 rng.choice(modes), commit, commit + dt.timedelta(days=rng.randint(-20, 20)),
-                 t0 + dt.timedelta(seconds=key))
+                (
+                    key,
+                    line,
+                    Decimal(rng.randint(100, 5000)) / 100,
+                    Decimal(rng.randint(1000, 9999999)) / 100,
+                    Decimal(rng.randint(0, 10)) / 100,
+                    None if rng.random() < 0.2 else rng.uniform(0.5, 20.0),
+                    rng.choice(modes),
+                    commit,
+                    commit + dt.timedelta(days=rng.randint(-20, 20)),
+                    t0 + dt.timedelta(seconds=key),
+                )
             )
     customers = [(c, f"Customer#{c:03d}", c % 4) for c in range(1, 21)]
     nations = [(n, f"NATION{n}") for n in range(4)]
@@ -299,8 +315,10 @@ def test_exactness_covers_an_empty_batch_and_a_nonempty_result(spark: Any, table
 
 
 @settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(cuts=st.lists(st.integers(min_value=1, max_value=119), max_size=5), query=st.sampled_from(
-    ["global", "ratio_q14", "derived_q9", "having_hidden_null_keys"]))
+@given(
+    cuts=st.lists(st.integers(min_value=1, max_value=119), max_size=5),
+    query=st.sampled_from(["global", "ratio_q14", "derived_q9", "having_hidden_null_keys"]),
+)
 def test_random_contiguous_splits_are_exact(spark: Any, tables: dict[str, Any], cuts: list[int], query: str) -> None:
     bounds = [0, *sorted(cuts), 120]  # repeated cuts make empty batches
     batches = [set(range(lo + 1, hi + 1)) for lo, hi in zip(bounds, bounds[1:])]

@@ -6,7 +6,6 @@ from datetime import datetime, timedelta
 
 import pendulum
 import pytest
-
 from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction
 from airflow.utils.types import DagRunType
 
@@ -109,9 +108,7 @@ def test_run_ids_name_the_window(timetable: WindowTimetable) -> None:
     )
     assert scheduled == "scheduled__window_2026-11-22T10:00:00+00:00_2026-11-22T10:05:00+00:00"
     manual = timetable.generate_run_id(run_type=DagRunType.MANUAL, run_after=at(10, 3), data_interval=None)
-    assert manual == (
-        "manual__window_2026-11-22T10:00:00+00:00_2026-11-22T10:05:00+00:00_at_2026-11-22T10:03:00+00:00"
-    )
+    assert manual == ("manual__window_2026-11-22T10:00:00+00:00_2026-11-22T10:05:00+00:00_at_2026-11-22T10:03:00+00:00")
 
 
 def test_serialization_round_trips(timetable: WindowTimetable) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,8 @@ import pyarrow.parquet as pq
 from airflow_iqp.data.manifest import Manifest, load_manifest
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from pyspark.sql import SparkSession
 
     from airflow_iqp.spark.runner import Decomposition

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.spark.jobs.common import JobError, load_decomposition, run_script, session
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -45,8 +48,10 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
     for path in partials:
         marker = read_marker(path)
         if marker.get("kind") != "partial" or marker.get("query") != name:
-            raise JobError(f"{path} is not a partial output of query {name} (its marker says {marker.get('kind')} "
-                           f"of {marker.get('query')})")
+            raise JobError(
+                f"{path} is not a partial output of query {name} (its marker says {marker.get('kind')} "
+                f"of {marker.get('query')})"
+            )
         for files in marker["inputs"].values():
             for f in files:
                 if f in seen:

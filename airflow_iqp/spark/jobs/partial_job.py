@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.spark.jobs.common import (
     JobError,
@@ -24,6 +24,9 @@ from airflow_iqp.spark.jobs.common import (
     run_script,
     session,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

@@ -58,8 +58,12 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_dispatch_requests")),
     )
     op.create_index(
-        "uq_dispatch_requests_open_window", "dispatch_requests", ["window_id"], unique=True,
-        sqlite_where=sa.text(OPEN), postgresql_where=sa.text(OPEN),
+        "uq_dispatch_requests_open_window",
+        "dispatch_requests",
+        ["window_id"],
+        unique=True,
+        sqlite_where=sa.text(OPEN),
+        postgresql_where=sa.text(OPEN),
     )
     op.create_index("ix_dispatch_requests_state", "dispatch_requests", ["state"])
 

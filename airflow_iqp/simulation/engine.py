@@ -9,13 +9,17 @@ can be checked.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from airflow_iqp.dynamic import QueryState, make_policy, next_ready_time, ready_job
 from airflow_iqp.dynamic.policies import POLICIES
 from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
 
 
 @dataclass
@@ -46,7 +50,9 @@ class SimQuery:
             )
         for name in ("window_end", "deadline", "submit_at"):
             value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            ):
                 raise ValueError(f"{where}: {name} must be a finite number of seconds, got {value!r}")
 
     @property
