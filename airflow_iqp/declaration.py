@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
@@ -22,10 +23,6 @@ from airflow_iqp.sql import Decomposition, decompose
 COST_MODELS_DIR = Path(__file__).resolve().parents[1] / "cost_models"
 LEARN = "learn"
 MODES = ("static", "dynamic")
-
-
-class InvalidDeclaration(ValueError):
-    """A DAG file's intermittent query cannot work as declared; the message says what to fix."""
 
 
 @dataclass(frozen=True)

@@ -12,18 +12,19 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import Mode
+from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.standalone import API, BIN, POLICY, DemoAirflow, stop_group, wait_healthy
+from airflow_iqp.exceptions import InvalidDeclaration
+
+if TYPE_CHECKING:
+    from airflow_iqp.demo.summary import WindowRow
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
 DAGS = REPO / "dags"
-# (dag id, query): the example DAG files in dags/, their windows and deadlines as declared there.
-EXAMPLES = (("iqp_q6", "q6"), ("iqp_q14", "q14"), ("iqp_q1", "q1"))
-WINDOW = timedelta(minutes=2)  # as the example DAGs declare
-# dags/iqp_q14.py declares dynamic mode with these; the others are static.
-DYNAMIC: dict[str, dict[str, object]] = {"q14": {"mode": "dynamic", "alpha": 1.0, "tau_max": timedelta(seconds=60)}}
-DEADLINES = {"q6": 45.0, "q14": 150.0, "q1": 240.0}  # seconds after the window end, as declared
 FILES = 280  # generated at one file per (event-time) second...
 SPEEDUP = 2.0  # ...and replayed two a second: 240 files in the demo window, 30 before, 10 after
 SCALES = (0.2, 0.15, 0.25, 0.1, 0.3)  # tried in order: the first that makes a plan batch
@@ -35,33 +36,59 @@ POLL_S = 5.0
 
 
 def log(message: str, started: float) -> None:
+    """One progress line, stamped with the seconds since the demo started."""
     print(f"[{time.monotonic() - started:6.1f}s] {message}", flush=True)
 
 
 # -- plans -------------------------------------------------------------------------------------
 
 
+def example_env(rows_per_file: float, landing: Path) -> dict[str, str]:
+    """What the example DAG files read: the demo's landing directory and the rate it replays at."""
+    return {
+        "IQP_LANDING": str(landing),
+        "IQP_FILES_PER_SECOND": str(SPEEDUP),
+        "IQP_ROWS_PER_FILE": f"{rows_per_file:.1f}",
+    }
+
+
+def examples(rows_per_file: float) -> list[Example]:
+    """The example DAGs as declared in dags/ at this rate, earliest deadline first.
+
+    One that does not parse stops the demo with its declaration's error.
+    """
+    found = load_examples(DAGS, example_env(rows_per_file, DEMO_DIR / "landing"))
+    broken = {path.name: err for path, err in found.items() if isinstance(err, InvalidDeclaration)}
+    if broken:
+        raise InvalidDeclaration("; ".join(f"{name}: {err}" for name, err in broken.items()))
+    loaded = sorted((e for e in found.values() if isinstance(e, Example)), key=lambda e: e.deadline)
+    if not loaded or len({e.window for e in loaded}) != 1:
+        raise SystemExit(
+            f"demo: the example DAGs in {DAGS} must declare one common window, got {[str(e.window) for e in loaded]}"
+        )
+    return loaded
+
+
 def plans(rows_per_file: float) -> dict[str, object]:
     """Each example's WindowPlan (static) or DynamicBatching at the demo's rate, or its error."""
-    from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare, dynamic_batching, plan_files
+    from airflow_iqp.declaration import ArrivalRate, dynamic_batching, plan_files
 
-    rate = ArrivalRate(files_per_second=SPEEDUP, rows_per_file=rows_per_file)
+    try:
+        loaded = examples(rows_per_file)
+    except InvalidDeclaration as err:
+        return {"examples": err}
     out: dict[str, object] = {}
-    for _, query in EXAMPLES:
+    for example in loaded:
+        declaration = example.declaration
+        if not isinstance(declaration.rate, ArrivalRate):
+            out[example.query] = InvalidDeclaration(f"{example.dag_id} must declare an ArrivalRate for the demo")
+            continue
         try:
-            declaration = declare(
-                query=query,
-                window=WINDOW,
-                deadline=timedelta(seconds=DEADLINES[query]),
-                landing=DEMO_DIR / "landing",
-                rate=rate,
-                cost_model=query,
-                **DYNAMIC.get(query, {}),
-            )
-            dynamic = declaration.mode == "dynamic"
-            out[query] = dynamic_batching(declaration, rate) if dynamic else plan_files(declaration, rate)
+            dynamic = declaration.mode == Mode.DYNAMIC
+            rate = declaration.rate
+            out[example.query] = dynamic_batching(declaration, rate) if dynamic else plan_files(declaration, rate)
         except InvalidDeclaration as err:
-            out[query] = err
+            out[example.query] = err
     return out
 
 
@@ -83,6 +110,7 @@ def demo_works(planned: dict[str, object]) -> bool:
 
 
 def choose_scale() -> tuple[float, dict[str, object]]:
+    """The first stream scale at which every example plans and one needs two or more batches."""
     tried = []
     for scale in SCALES:
         planned = plans(LINEITEM_PER_SCALE * scale / FILES)
@@ -96,6 +124,7 @@ def choose_scale() -> tuple[float, dict[str, object]]:
 
 
 def describe_plan(planned: object) -> str:
+    """A plan (or MinBatch, or the declaration's error) in one line."""
     from airflow_iqp.declaration import DynamicBatching, WindowPlan
 
     if isinstance(planned, DynamicBatching):
@@ -135,17 +164,18 @@ def stream(scale: float, started: float) -> Path:
 
 
 def lineitem_rows_per_file(source: Path) -> float:
+    """The generated stream's mean lineitem rows per file: the rate the example DAGs plan with."""
     from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest
 
     manifest = load_manifest(source / MANIFEST_NAME)
     return sum(f.rows for f in manifest.streams["lineitem"]) / manifest.files
 
 
-def next_window_start(after: datetime) -> datetime:
+def next_window_start(after: datetime, window: timedelta) -> datetime:
     """The first window boundary at or after `after` (windows count from 2000-01-01, as the timetable)."""
     origin = datetime(2000, 1, 1, tzinfo=UTC)
-    steps = -(-(after - origin) // WINDOW)
-    return origin + steps * WINDOW
+    steps = -(-(after - origin) // window)
+    return origin + steps * window
 
 
 # -- Airflow -----------------------------------------------------------------------------------
@@ -162,8 +192,9 @@ def fresh_home() -> tuple[Path, Path, Path]:
     return home, landing, ledger
 
 
-def wait_for_dags(airflow: DemoAirflow, started: float, timeout: float = 240) -> None:
-    wanted = {dag for dag, _ in EXAMPLES}
+def wait_for_dags(airflow: DemoAirflow, examples: list[Example], started: float, timeout: float = 240) -> None:
+    """Until the scheduler lists every example DAG; an import error in one stops the demo."""
+    wanted = {e.dag_id for e in examples}
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         result = airflow.airflow("dags", "list", "-o", "json")
@@ -185,6 +216,7 @@ def wait_for_dags(airflow: DemoAirflow, started: float, timeout: float = 240) ->
 
 
 def check(result: subprocess.CompletedProcess[str], what: str) -> None:
+    """A failed Airflow CLI call stops the demo with its output."""
     if result.returncode != 0:
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
@@ -192,46 +224,52 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
 # -- the run -----------------------------------------------------------------------------------
 
 
-def progress(rows: dict[str, object]) -> str:
+def progress(rows: dict[str, WindowRow | None]) -> str:
+    """One line: how far each example's window has got."""
     parts = []
-    for _, query in EXAMPLES:
-        row = rows.get(query)
+    for query, row in rows.items():
         if row is None:
             parts.append(f"{query}: not planned")
         else:
-            done = sum(1 for b in row.batches if b.status == "done")  # type: ignore[attr-defined]
-            running = sum(1 for b in row.batches if b.status == "running")  # type: ignore[attr-defined]
+            done = sum(1 for b in row.batches if b.status == "done")
+            running = sum(1 for b in row.batches if b.status == "running")
             parts.append(
-                f"{query}: {row.status} {done}/{len(row.batches)} batches done"  # type: ignore[attr-defined]
+                f"{query}: {row.status} {done}/{len(row.batches)} batches done"
                 + (f", {running} running" if running else "")
             )
     return "; ".join(parts)
 
 
-def gave_up(row) -> bool:
+def gave_up(row: WindowRow) -> bool:
     """A batch failed on its retry too: the merge will not run, the window stays unmerged."""
     return any(b.status == "failed" and b.attempts >= 2 for b in row.batches)
 
 
 def wait_for_windows(
-    ledger_url: str, window_start: datetime, standalone: subprocess.Popen[bytes], started: float
-) -> dict:
+    ledger_url: str,
+    examples: list[Example],
+    window_start: datetime,
+    standalone: subprocess.Popen[bytes],
+    started: float,
+) -> dict[str, WindowRow]:
+    """Until every example's demo window is merged (or gave up), printing progress on the way."""
     from airflow_iqp.demo.summary import window_row
     from airflow_iqp.ledger import session_scope
 
-    give_up = window_start + WINDOW + AFTER_WINDOW_TIMEOUT
+    give_up = window_start + examples[0].window + AFTER_WINDOW_TIMEOUT
     last = ""
     while True:
         with session_scope(ledger_url) as session:
-            rows = {query: window_row(session, query, window_start) for _, query in EXAMPLES}
+            rows = {e.query: window_row(session, e.query, window_start) for e in examples}
         line = progress(rows)
         now = datetime.now(UTC)
         offset = (now - window_start).total_seconds()
         if line != last or int(offset) % 30 < POLL_S:
             log(f"window {offset:+.0f}s: {line}", started)
             last = line
-        if all(r is not None and (r.finished or gave_up(r)) for r in rows.values()):
-            return rows
+        finished = {q: r for q, r in rows.items() if r is not None and (r.finished or gave_up(r))}
+        if len(finished) == len(rows):
+            return finished
         if standalone.poll() is not None:
             raise RuntimeError(f"airflow standalone exited with {standalone.returncode}")
         if now > give_up:
@@ -239,7 +277,8 @@ def wait_for_windows(
         time.sleep(POLL_S)
 
 
-def verify(rows: dict, landing: Path, started: float) -> dict:
+def verify(rows: dict[str, WindowRow], landing: Path, started: float) -> dict[str, WindowRow]:
+    """Each merged window checked against one Spark SQL pass over the same files."""
     from airflow_iqp.demo.verify import local_spark, verify_window
 
     t = time.monotonic()
@@ -263,6 +302,7 @@ def verify(rows: dict, landing: Path, started: float) -> dict:
 
 
 def main() -> int:
+    """The demo, end to end; exits non-zero when a window failed or its result is wrong."""
     started = time.monotonic()
     once = os.environ.get("IQP_DEMO_ONCE", "") not in ("", "0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -272,32 +312,31 @@ def main() -> int:
     source = stream(scale, started)
     rows_per_file = lineitem_rows_per_file(source)
     planned = plans(rows_per_file)
+    loaded = examples(rows_per_file)
+    window = loaded[0].window
     if not demo_works(planned):
         raise SystemExit(f"demo: at {rows_per_file:.0f} rows per file no example needs two batches: {planned}")
-    log(
-        f"plans at {SPEEDUP:g} files/s of ~{rows_per_file:.0f} lineitem rows, windows of {WINDOW.total_seconds():.0f}s:",
-        started,
-    )
-    for query, p in planned.items():
-        print(f"    {query} (deadline window end + {DEADLINES[query]:g}s): {describe_plan(p)}")
+    rate = f"{SPEEDUP:g} files/s of ~{rows_per_file:.0f} lineitem rows"
+    log(f"plans at {rate}, windows of {window.total_seconds():.0f}s:", started)
+    for example in loaded:
+        deadline = example.deadline.total_seconds()
+        print(f"    {example.query} (deadline window end + {deadline:g}s): {describe_plan(planned[example.query])}")
 
     from airflow_iqp.ledger.engine import migrate
 
     home, landing, ledger = fresh_home()
     ledger_url = f"sqlite:///{ledger}"
     migrate(ledger_url)
-    window_start = next_window_start(datetime.now(UTC) + STARTUP)
+    window_start = next_window_start(datetime.now(UTC) + STARTUP, window)
     airflow = DemoAirflow(
         home=home,
         dags=DAGS,
         ledger=ledger,
         extra_env={
-            "IQP_LANDING": str(landing),
-            "IQP_FILES_PER_SECOND": str(SPEEDUP),
-            "IQP_ROWS_PER_FILE": f"{rows_per_file:.1f}",
+            **example_env(rows_per_file, landing),
             # One run per DAG: the demo window (a later window would find no files).
             "IQP_FIRST_WINDOW": window_start.isoformat(),
-            "IQP_LAST_WINDOW": (window_start + WINDOW / 2).isoformat(),
+            "IQP_LAST_WINDOW": (window_start + window / 2).isoformat(),
         },
     )
     standalone = replay = None
@@ -306,13 +345,13 @@ def main() -> int:
         airflow_log = DEMO_DIR / "airflow-standalone.log"
         standalone = airflow.start(airflow_log)
         log(
-            f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); demo window {window_start:%H:%M:%S}-"
-            f"{window_start + WINDOW:%H:%M:%S} UTC",
+            f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); "
+            f"demo window {window_start:%H:%M:%S}-{window_start + window:%H:%M:%S} UTC",
             started,
         )
         up = wait_healthy(standalone, 240, airflow_log)
         log(f"Airflow healthy after {up:.1f}s", started)
-        wait_for_dags(airflow, started)
+        wait_for_dags(airflow, loaded, started)
         check(
             airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"),
             "airflow dags unpause",
@@ -346,19 +385,19 @@ def main() -> int:
             )
         log(f"replaying {FILES} files at {SPEEDUP:g} per second into {landing}", started)
 
-        rows = wait_for_windows(ledger_url, window_start, standalone, started)
+        rows = wait_for_windows(ledger_url, loaded, window_start, standalone, started)
         rows = verify(rows, landing, started)
 
         from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, windows_table
         from airflow_iqp.ledger import session_scope
 
-        ordered = [rows[q] for _, q in EXAMPLES]
+        ordered = [rows[e.query] for e in loaded]
         print("\nWindows (times relative to the window end):")
         print(windows_table(ordered))
         print("\nBatches (times from the window start; wait = release to spark-submit start):")
         print(batches_table(ordered))
         with session_scope(ledger_url) as session:
-            grants = grant_rows(session, window_start - WINDOW)
+            grants = grant_rows(session, window_start - window)
         print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the window start):")
         print(grants_table(grants, window_start))
         bad = [r.query for r in ordered if r.status != "merged" or r.verified is not True]

@@ -30,6 +30,7 @@ class DemoAirflow:
     extra_env: dict[str, str]
 
     def environ(self) -> dict[str, str]:
+        """The environment of every Airflow process the demo starts."""
         return {
             **os.environ,
             "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",  # spark-submit, airflow, iqp

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class BatchRow:
+    """One batch of a demo window, as the ledger recorded it."""
+
     query: str
     index: int
     status: str
@@ -39,6 +41,8 @@ class BatchRow:
 
 @dataclass(frozen=True)
 class WindowRow:
+    """One demo window: plan against outcome, and its batches."""
+
     query: str
     window_start: datetime
     window_end: datetime
@@ -60,6 +64,7 @@ class WindowRow:
 
     @property
     def finished(self) -> bool:
+        """Merged or failed: nothing more will happen to the window."""
         return self.status in ("merged", "failed")
 
 
@@ -81,7 +86,8 @@ def _merge_seconds(session: Session, query_id: int, window: Window) -> float | N
     ).all()
     if not found:
         return None
-    return min(found, key=lambda o: abs((o.observed_at - window.actual_finish).total_seconds())).seconds
+    finish = window.actual_finish
+    return min(found, key=lambda o: abs((o.observed_at - finish).total_seconds())).seconds
 
 
 def window_row(session: Session, query: str, window_start: datetime) -> WindowRow | None:
@@ -159,6 +165,7 @@ def _yes_no(value: bool | None) -> str:
 
 
 def windows_table(rows: Sequence[WindowRow]) -> str:
+    """One line per window: batches, tuples, predicted and actual cost, finish against deadline."""
     headers = (
         "query",
         "window (UTC)",
@@ -240,6 +247,8 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
 
 @dataclass(frozen=True)
 class GrantRow:
+    """One grant of the Spark resource by the dispatcher."""
+
     fence: int
     query: str
     kind: str
@@ -265,10 +274,11 @@ def grant_rows(session: Session, since: datetime) -> list[GrantRow]:
             reason=r.reason,
             registered=r.registered_at,
             granted=r.granted_at,
-            released=r.released_at,  # type: ignore[arg-type]
+            released=r.released_at,
             rivals=tuple(query for _, query, _ in (r.ranking or [])[1:]),
         )
         for r in found
+        if r.granted_at is not None
     ]
 
 

@@ -30,6 +30,7 @@ REL_TOL = 1e-9
 
 
 def window_paths(descriptor: StreamDescriptor, landing: Path, stream: str, start: datetime, end: datetime) -> list[str]:
+    """The landing paths of a stream's files in the window, by the replay's descriptor."""
     return [str(Path(landing) / stream / part_name(i)) for i in descriptor.window_files(start, end)]
 
 
@@ -99,6 +100,7 @@ def compare_rows(actual: Sequence[dict[str, Any]], expected: Sequence[dict[str, 
 
 
 def read_result(location: str | Path) -> list[dict[str, Any]]:
+    """A committed result as rows, in its order."""
     return pq.read_table(str(location)).to_pylist()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -50,13 +51,13 @@ def ledger(tmp_path: Path) -> str:
                 {
                     "index": i,
                     "first_tuple": f,
-                    "last_tuple": l,
+                    "last_tuple": last,
                     "release": at(r),
                     "latest_start": at(s),
                     "planned_start": at(s),
                     "predicted_cost": c,
                 }
-                for i, (f, l, r, s, c) in enumerate([(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)])
+                for i, (f, last, r, s, c) in enumerate([(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)])
             ],
             predicted_finish=at(210),
         )
@@ -202,11 +203,13 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
 
     with session_scope(ledger) as session:
         row = window_row(session, "q6", START)
+    assert row is not None
     assert not gave_up(row)
-    failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
-    assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
-    assert next_window_start(START) == START
-    assert next_window_start(START + timedelta(seconds=1)) == END
+    failed = replace(row.batches[0], status="failed", attempts=2)
+    assert gave_up(replace(row, batches=(failed,)))
+    window = END - START
+    assert next_window_start(START, window) == START
+    assert next_window_start(START + timedelta(seconds=1), window) == END
 
 
 def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> None:
