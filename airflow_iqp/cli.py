@@ -21,6 +21,7 @@ COMMAND_MODULES = (
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `iqp` parser, with every module of COMMAND_MODULES registered."""
     parser = argparse.ArgumentParser(prog="iqp", description=__doc__)
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one `iqp` command; a ValueError is printed as one line and exits 2."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -14,23 +14,27 @@ DAGs, grants it the Spark resource ([iqp] policy and resources in the Airflow co
 
 from __future__ import annotations
 
-import os
 from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow.sdk import DAG
 
-from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare
-from airflow_iqp.operators.dispatched import DispatchSettings
+from airflow_iqp.constants import Mode
+from airflow_iqp.declaration import ArrivalRate, declare
+from airflow_iqp.exceptions import InvalidDeclaration, InvalidSetting
 from airflow_iqp.operators.merge import FinalMergeOperator
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.operators.plan import PlanWindowOperator
+from airflow_iqp.settings import DispatchSettings, airflow_home
 from airflow_iqp.timetables.window import WindowTimetable
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def default_work_dir() -> Path:
-    return Path(os.environ.get("AIRFLOW_HOME", Path.home() / "airflow")) / "iqp"
+    """Where batch files, partial outputs and results go unless the DAG names a work_dir."""
+    return airflow_home() / "iqp"
 
 
 def intermittent_query(
@@ -42,7 +46,7 @@ def intermittent_query(
     rate: ArrivalRate | Literal["learn"],
     cost_model: str | Path,
     start_date: datetime,
-    mode: Literal["static", "dynamic"] = "static",
+    mode: Mode | Literal["static", "dynamic"] = Mode.STATIC,
     alpha: float | None = None,
     tau_max: timedelta | float | None = None,
     dag_id: str | None = None,
@@ -66,7 +70,7 @@ def intermittent_query(
     )
     try:
         DispatchSettings.load()
-    except ValueError as err:
+    except InvalidSetting as err:
         raise InvalidDeclaration(f"Airflow config: {err}") from None
     work = str(work_dir or default_work_dir())
     spark_task = {"conn_id": spark_conn_id, "retries": retries, "retry_delay": retry_delay}
@@ -76,7 +80,10 @@ def intermittent_query(
         start_date=start_date,
         catchup=dag_kwargs.pop("catchup", False),
         tags=["iqp", declaration.name],
-        doc_md=f"Intermittent query **{declaration.name}** ({mode}): windows of {window}, result due {deadline} after each.",
+        doc_md=(
+            f"Intermittent query **{declaration.name}** ({declaration.mode.value}): windows of {window}, "
+            f"result due {deadline} after each."
+        ),
         **dag_kwargs,
     ) as dag:
         plan = PlanWindowOperator(task_id="plan", declaration=declaration)

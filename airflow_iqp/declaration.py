@@ -14,15 +14,16 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Literal
 
+from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
 from airflow_iqp.sql import Decomposition, decompose
+from airflow_iqp.validation import number
 
 COST_MODELS_DIR = Path(__file__).resolve().parents[1] / "cost_models"
 LEARN = "learn"
-MODES = ("static", "dynamic")
 
 
 @dataclass(frozen=True)
@@ -34,16 +35,21 @@ class ArrivalRate:
 
     def __post_init__(self) -> None:
         for name in ("files_per_second", "rows_per_file"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or not math.isfinite(value) or value <= 0:
-                raise InvalidDeclaration(f"rate.{name} must be a positive number, got {value!r}")
+            try:
+                value = number(getattr(self, name), f"rate.{name}", above=0)
+            except ValueError as err:
+                raise InvalidDeclaration(str(err)) from None
+            object.__setattr__(self, name, value)
 
     def files_in(self, window: timedelta) -> int:
+        """Files expected in one window; at least one, so every window plans a batch."""
         return max(1, round(window.total_seconds() * self.files_per_second))
 
 
 @dataclass(frozen=True)
 class Declaration:
+    """One intermittent query as its DAG file declared it, checked whole by `declare`."""
+
     query: QueryDefinition
     decomposition: Decomposition
     window: timedelta
@@ -51,13 +57,22 @@ class Declaration:
     landing: Path
     rate: ArrivalRate | Literal["learn"]
     cost_model: FittedCostModel
-    mode: str = "static"  # static: batches planned per window; dynamic: MinBatch, picked live
+    mode: Mode = Mode.STATIC  # static: batches planned per window; dynamic: MinBatch, picked live
     alpha: float | None = None  # dynamic: batched cost may exceed one batch by this fraction
     tau_max: float | None = None  # dynamic: seconds one batch may hold the shared resource
 
     @property
     def name(self) -> str:
+        """The query's name: DAG id, ledger key and cost-model file name derive from it."""
         return self.query.name
+
+    def dynamic_limits(self) -> tuple[float, float]:
+        """The MinBatch limits (alpha, tau_max), which only a dynamic declaration has."""
+        if self.alpha is None or self.tau_max is None:
+            raise InvalidDeclaration(
+                f"{self.name} is declared mode={self.mode.value!r}: it has no alpha and tau_max to size MinBatch with"
+            )
+        return self.alpha, self.tau_max
 
 
 def file_costs(model: FittedCostModel, rows_per_file: float) -> tuple[PiecewiseLinearCost, PiecewiseLinearCost]:
@@ -75,6 +90,7 @@ class WindowPlan:
 
     @property
     def finish(self) -> float:
+        """Seconds from the window start until the merge ends."""
         return self.plan.finish + self.merge_seconds
 
 
@@ -101,21 +117,19 @@ class DynamicBatching:
 
 
 def dynamic_batching(declaration: Declaration, rate: ArrivalRate) -> DynamicBatching:
+    """MinBatch and the tau_max bound of a dynamic declaration, in files at `rate`."""
+    alpha, tau_max = declaration.dynamic_limits()
     files = rate.files_in(declaration.window)
     cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
     _, extra_merge = merge_costs(declaration.cost_model)
-    assert declaration.alpha is not None
-    assert declaration.tau_max is not None
     one_file = cost.cost(1)
-    if one_file > declaration.tau_max:
+    if one_file > tau_max:
         raise InvalidDeclaration(
-            f"tau_max ({declaration.tau_max:g} s) is below the cost of one file of {declaration.name} "
+            f"tau_max ({tau_max:g} s) is below the cost of one file of {declaration.name} "
             f"(~{rate.rows_per_file:g} rows: {one_file:.1f} s by the cost model): no batch fits; raise tau_max"
         )
-    found = min_batch_size(
-        total=files, cost=cost, agg_cost=extra_merge, alpha=declaration.alpha, tau_max=declaration.tau_max
-    )
-    return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(declaration.tau_max))), files)
+    found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=alpha, tau_max=tau_max)
+    return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(tau_max))), files)
 
 
 def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greedy") -> WindowPlan:
@@ -141,7 +155,7 @@ def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greed
     return WindowPlan(plan, always)
 
 
-def _resolve_cost_model(cost_model: str | Path, execution_path: str) -> FittedCostModel:
+def _resolve_cost_model(cost_model: str | Path, execution_path: ExecutionPath) -> FittedCostModel:
     path = Path(cost_model)
     if path.suffix != ".json":
         path = COST_MODELS_DIR / f"{cost_model}.json"
@@ -159,10 +173,10 @@ def declare(
     landing: str | Path,
     rate: ArrivalRate | Literal["learn"],
     cost_model: str | Path,
-    mode: str = "static",
+    mode: Mode | str = Mode.STATIC,
     alpha: float | None = None,
     tau_max: float | timedelta | None = None,
-    execution_path: str = "spark_submit",
+    execution_path: ExecutionPath = ExecutionPath.SPARK_SUBMIT,
 ) -> Declaration:
     """Check a declaration whole; the first problem found is raised as InvalidDeclaration."""
     try:
@@ -183,7 +197,7 @@ def declare(
         )
     if isinstance(tau_max, timedelta):
         tau_max = tau_max.total_seconds()
-    _check_mode(mode, alpha, tau_max)
+    checked_mode, alpha, tau_max = _check_mode(mode, alpha, tau_max)
     declaration = Declaration(
         query=definition,
         decomposition=decomposition,
@@ -192,17 +206,17 @@ def declare(
         landing=Path(landing),
         rate=rate,
         cost_model=_resolve_cost_model(cost_model, execution_path),
-        mode=mode,
-        alpha=None if alpha is None else float(alpha),
-        tau_max=None if tau_max is None else float(tau_max),
+        mode=checked_mode,
+        alpha=alpha,
+        tau_max=tau_max,
     )
-    if mode == "dynamic":
+    if checked_mode is Mode.DYNAMIC:
         if isinstance(rate, ArrivalRate):
             dynamic_batching(declaration, rate)  # tau_max against one file's cost
         return declaration
     if isinstance(rate, ArrivalRate):
         planned = plan_files(declaration, rate)
-        if not planned.plan.feasible:
+        if planned.plan.earliest_deadline is not None:  # set exactly when the deadline cannot be met
             earliest = planned.plan.earliest_deadline + planned.merge_seconds - window.total_seconds()
             raise InvalidDeclaration(
                 f"deadline {deadline.total_seconds():g} s after the window end can never be met for "
@@ -212,19 +226,28 @@ def declare(
     return declaration
 
 
-def _check_mode(mode: str, alpha: float | None, tau_max: float | None) -> None:
-    if mode not in MODES:
-        raise InvalidDeclaration(f"mode must be one of {', '.join(map(repr, MODES))}, got {mode!r}")
-    if mode == "static":
+def _check_mode(mode: str, alpha: object, tau_max: object) -> tuple[Mode, float | None, float | None]:
+    """The mode and, in dynamic mode, alpha and tau_max as checked floats."""
+    try:
+        checked = Mode(mode)
+    except ValueError:
+        modes = ", ".join(repr(m.value) for m in Mode)
+        raise InvalidDeclaration(f"mode must be one of {modes}, got {mode!r}") from None
+    if checked is Mode.STATIC:
         if alpha is not None or tau_max is not None:
             raise InvalidDeclaration("alpha and tau_max apply to mode='dynamic' only; static mode plans its batches")
-        return
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha <= 0:
+        return checked, None, None
+    try:
+        checked_alpha = number(alpha, "alpha", above=0)
+    except ValueError:
         raise InvalidDeclaration(
             f"alpha must be a number > 0 (how much batching may add to one batch's cost, e.g. 0.5), got {alpha!r}"
-        )
-    if isinstance(tau_max, bool) or not isinstance(tau_max, int | float) or not math.isfinite(tau_max) or tau_max <= 0:
+        ) from None
+    try:
+        checked_tau_max = number(tau_max, "tau_max", above=0)
+    except ValueError:
         raise InvalidDeclaration(
             f"tau_max must be a positive timedelta or number of seconds (how long one batch may hold the "
             f"shared Spark resource), got {tau_max!r}"
-        )
+        ) from None
+    return checked, checked_alpha, checked_tau_max

@@ -33,4 +33,5 @@ class LedgerLookupError(IqpError, LookupError):
 
 class LeaseLostError(IqpError):
     """The dispatcher's lease on the Spark resource was lost while the job held it: its output
-    must not be trusted, and the task fails so that Airflow retries it."""
+    must not be trusted, and the task fails so that Airflow retries it.
+    """

@@ -33,7 +33,7 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "extra-links": ["airflow_iqp.links.output.BatchOutputLink"],
-        # The dispatcher that every IQP DAG's Spark jobs share (operators/dispatched.py reads it).
+        # The dispatcher that every IQP DAG's Spark jobs share (airflow_iqp/settings.py reads it).
         "config": {
             "iqp": {
                 "description": "The dispatcher of the shared Spark resource.\n",

@@ -14,14 +14,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import func, select
 
+from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind
 from airflow_iqp.data.manifest import part_name
 from airflow_iqp.dynamic import batch_reason, expected_time_of
 from airflow_iqp.ledger import store
-from airflow_iqp.ledger.models import OPEN_REQUEST_STATES, Batch, DispatchRequest
+from airflow_iqp.ledger.models import Batch, DispatchRequest
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -46,16 +48,28 @@ class SlotSpec:
     max_batch: int
 
     def as_dict(self) -> dict[str, Any]:
+        """The spec as plain values, for XCom and trigger kwargs; `SlotSpec(**d)` reads it back."""
         return asdict(self)
 
     def paths(self, positions: list[int]) -> dict[str, list[str]]:
+        """Landing paths per stream of the window files at `positions`."""
         return {s: [os.path.join(self.landing, s, part_name(i)) for i in positions] for s in self.streams}
+
+
+class SlotAction(StrEnum):
+    """What a slot may do now."""
+
+    WAIT = "wait"  # no batch is eligible yet, or another slot of the window is queued
+    RUN = "run"  # queue with the dispatcher (or this slot already has)
+    SKIP = "skip"  # every file of the window has landed and been taken
 
 
 @dataclass(frozen=True)
 class SlotDecision:
-    action: str  # "wait", "run" or "skip"
-    reason: str | None = None
+    """A slot's action now, why, and what it would take if it cut its batch now."""
+
+    action: SlotAction
+    reason: BatchReason | None = None
     take: tuple[int, ...] = ()  # the stream files the batch would take if cut now
     processed: int = 0  # files already taken by batches of the window
     batches: int = 0  # batches cut so far
@@ -71,8 +85,9 @@ def landed(spec: SlotSpec) -> list[int]:
 
 
 def decide(session: Session, spec: SlotSpec, now: float) -> SlotDecision:
+    """Whether the slot waits, runs or skips at `now`, from the landing directory and the ledger."""
     if store.slot_batch(session, spec.window_id, spec.slot) is not None:
-        return SlotDecision("run", "retry")  # this slot's batch failed before: same files again
+        return SlotDecision(SlotAction.RUN, BatchReason.RETRY)  # this slot's batch failed before: same files again
     frozen = store.frozen_files(session, spec.window_id)
     first_stream = spec.streams[0]
     taken = {i for i in spec.indexes if os.path.join(spec.landing, first_stream, part_name(i)) in frozen}
@@ -81,21 +96,23 @@ def decide(session: Session, spec: SlotSpec, now: float) -> SlotDecision:
     all_in = len(arrived) == len(spec.indexes)
     batches = session.scalar(select(func.count()).select_from(Batch).where(Batch.window_id == spec.window_id)) or 0
     if all_in and not waiting:
-        return SlotDecision("skip", processed=len(taken), batches=batches)
+        return SlotDecision(SlotAction.SKIP, processed=len(taken), batches=batches)
     last = batches >= spec.slots - 1  # the last free slot takes everything, once everything is in
     take = tuple(waiting if last else waiting[: spec.max_batch])
     holder = session.execute(
         select(DispatchRequest.slot, DispatchRequest.reason).where(
             DispatchRequest.window_id == spec.window_id,
-            DispatchRequest.kind == "partial",
+            DispatchRequest.kind == JobKind.PARTIAL,
             DispatchRequest.state.in_(OPEN_REQUEST_STATES),
         )
     ).one_or_none()
     if holder is not None:
-        action = "run" if holder.slot == spec.slot else "wait"  # "run": this slot registered already
-        return SlotDecision(action, holder.reason, take, len(taken), batches)
+        action = SlotAction.RUN if holder.slot == spec.slot else SlotAction.WAIT  # run: this slot registered already
+        return SlotDecision(action, BatchReason(holder.reason), take, len(taken), batches)
     if last:
-        return SlotDecision("run" if all_in else "wait", "all_in" if all_in else None, take, len(taken), batches)
+        if not all_in:
+            return SlotDecision(SlotAction.WAIT, None, take, len(taken), batches)
+        return SlotDecision(SlotAction.RUN, BatchReason.ALL_IN, take, len(taken), batches)
     late_at = expected_time_of(len(taken) + spec.min_batch, spec.expected_files, spec.window_start, spec.window_end)
     reason = batch_reason(
         waiting=len(waiting),
@@ -104,4 +121,6 @@ def decide(session: Session, spec: SlotSpec, now: float) -> SlotDecision:
         window_closed=now >= spec.window_end,
         input_late=now >= late_at,
     )
-    return SlotDecision("wait" if reason is None else "run", reason, take, len(taken), batches)
+    if reason is None:
+        return SlotDecision(SlotAction.WAIT, None, take, len(taken), batches)
+    return SlotDecision(SlotAction.RUN, BatchReason(reason), take, len(taken), batches)

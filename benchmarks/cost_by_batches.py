@@ -17,14 +17,16 @@ import sys
 import tempfile
 from pathlib import Path
 
+from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.costfit.batches import Dataset
 from airflow_iqp.costfit.measure import Measurements, Plan, measure
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 
 BATCHES = (1, 2, 4, 8, 16, 32)
+Totals = dict[str, dict[int, tuple[float, str]]]  # query -> batches -> (seconds, "*" if predicted)
 
 
-def measured_totals(data: Dataset, queries: list[str]) -> dict[str, dict[int, tuple[float, str]]]:
+def measured_totals(data: Dataset, queries: list[str]) -> Totals:
     from airflow_iqp.costfit.progress import Progress
     from airflow_iqp.costfit.runners import InProcessRunner, local_session
     from airflow_iqp.queries import load_query
@@ -32,7 +34,7 @@ def measured_totals(data: Dataset, queries: list[str]) -> dict[str, dict[int, tu
     runner = InProcessRunner(local_session())
     plan = Plan(splits=tuple(k for k in BATCHES if k <= data.manifest.files))
     progress = Progress(len(queries) * plan.jobs())
-    totals = {}
+    totals: dict[str, dict[int, float]] = {}
     with tempfile.TemporaryDirectory(prefix="iqp-fig4-") as work:
         for query in queries:
             streams = load_query(query).streams
@@ -46,7 +48,7 @@ def predicted_total(model: FittedCostModel, batches: int, tuples: list[int]) -> 
     return sum(map(model.partial.cost, tuples)) + model.merge.cost(batches)
 
 
-def model_totals(models: Path, data: Dataset, queries: list[str]) -> tuple[dict, dict]:
+def model_totals(models: Path, data: Dataset, queries: list[str]) -> tuple[Totals, Totals]:
     """(in-process totals, spark-submit totals) from the model files, by number of batches.
 
     In-process totals are the splits measured while fitting; a batch count that was not measured
@@ -55,23 +57,24 @@ def model_totals(models: Path, data: Dataset, queries: list[str]) -> tuple[dict,
     """
     from airflow_iqp.queries import load_query
 
-    in_process, spark_submit = {}, {}
+    in_process: Totals = {}
+    spark_submit: Totals = {}
     for query in queries:
         path = models / f"{query}.json"
-        section = json.loads(path.read_text())["paths"]["in_process"]
+        section = json.loads(path.read_text())["paths"][ExecutionPath.IN_PROCESS.value]
         recorded = Measurements(section["partial"]["measured"], section["merge"]["measured"]).split_totals()
         streams = load_query(query).streams
         sizes = {k: [data.tuples(streams, r) for r in data.split(k)] for k in BATCHES if k <= data.manifest.files}
-        fitted = load_cost_model(path, "in_process")
+        fitted = load_cost_model(path, ExecutionPath.IN_PROCESS)
         in_process[query] = {
             k: (recorded[k], "") if k in recorded else (predicted_total(fitted, k, n), "*") for k, n in sizes.items()
         }
-        submit = load_cost_model(path, "spark_submit")
+        submit = load_cost_model(path, ExecutionPath.SPARK_SUBMIT)
         spark_submit[query] = {k: (predicted_total(submit, k, n), "") for k, n in sizes.items()}
     return in_process, spark_submit
 
 
-def print_table(title: str, totals: dict[str, dict[int, tuple[float, str]]]) -> None:
+def print_table(title: str, totals: Totals) -> None:
     """One row per query: each total divided by the one-batch total, which is shown in seconds."""
     print(f"\n{title}: total cost relative to one batch")
     print(f"{'query':<6}" + "".join(f"{k:>8}" for k in BATCHES) + f"{'1 batch s':>11}")

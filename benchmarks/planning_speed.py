@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost, min_batch_size, plan_single_query
 
@@ -20,12 +20,13 @@ ARRIVAL = ArrivalCurve.fixed_rate(0.0, 3600.0, TOTAL)  # one hour window
 LINEAR = LinearCost(per_tuple=2e-6, overhead=12.0)  # 2012 s for the whole window in one batch
 CONCAVE = PiecewiseLinearCost([(1, 12.0), (10**6, 14.5), (10**8, 230.0), (10**9, 2000.0)])
 MERGE = LinearCost(per_tuple=0.05, overhead=10.0)
+T = TypeVar("T")
 
 
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, object]:
-    """Median wall time in ms over `repeat` calls, and the last result."""
-    samples, result = [], None
-    for _ in range(repeat):
+def timed(fn: Callable[[], T], repeat: int) -> tuple[float, T]:
+    """Median wall time in ms over `repeat` calls (at least one), and the last result."""
+    samples: list[float] = []
+    for _ in range(max(repeat, 1)):
         t0 = time.perf_counter()
         result = fn()
         samples.append((time.perf_counter() - t0) * 1000)

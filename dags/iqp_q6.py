@@ -1,4 +1,5 @@
-"""TPC-H Q6 (forecasting revenue change) over the replayed TPC-H stream: windows of 2 minutes, result due 45 s after each.
+"""TPC-H Q6 (forecasting revenue change) over the replayed TPC-H stream: windows of 2 minutes,
+result due 45 s after each.
 
 Copy this file to declare your own query: a query file in queries/, a window, a deadline after
 the window end, the landing directory of the stream, the expected rate, and a fitted cost model.

@@ -11,13 +11,15 @@ import pytest
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from pyspark.sql import SparkSession
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # py4j logs at INFO while the session stops, after pytest has closed its capture streams.
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[pyspark.sql.SparkSession]:  # noqa: F821
+def spark() -> Iterator[SparkSession]:
     """Starting Spark costs seconds, so every test that needs it shares this one."""
     from pyspark.sql import SparkSession
 

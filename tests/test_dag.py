@@ -5,17 +5,23 @@ from __future__ import annotations
 import importlib.util
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.declaration import InvalidDeclaration
+from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.timetables.window import WindowTimetable
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 DAGS = Path(__file__).resolve().parents[1] / "dags"
 
 
-def load(path: Path):
+def load(path: Path) -> ModuleType:
     spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -49,10 +55,10 @@ def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "value", "message"),
     [
-        ("POLICY", "fifo", r"\[iqp\] policy must be one of edf, llf, sjf, rr, got 'fifo'"),
-        ("RESOURCES", "0", r"\[iqp\] resources must be a whole number >= 1"),
-        ("RESOURCES", "two", r"\[iqp\] resources = 'two' is not a valid int"),
-        ("LEASE_SECONDS", "1", r"\[iqp\] lease_seconds must be >= 5"),
+        ("POLICY", "fifo", r"\[iqp\] policy must be one of edf, llf, sjf, rr, got 'fifo' \(AIRFLOW__IQP__POLICY\)"),
+        ("RESOURCES", "0", r"\[iqp\] resources must be >= 1, got 0 \(AIRFLOW__IQP__RESOURCES\)"),
+        ("RESOURCES", "two", r"\[iqp\] resources = 'two' is not a number \(AIRFLOW__IQP__RESOURCES\)"),
+        ("LEASE_SECONDS", "1", r"\[iqp\] lease_seconds must be >= 5, got 1 \(AIRFLOW__IQP__LEASE_SECONDS\)"),
     ],
 )
 def test_bad_dispatcher_config_fails_at_parse_time(

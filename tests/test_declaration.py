@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_iqp.declaration import ArrivalRate, InvalidDeclaration, declare, plan_files
+from airflow_iqp.declaration import ArrivalRate, declare, plan_files
+from airflow_iqp.exceptions import InvalidDeclaration
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -28,21 +30,24 @@ def cost_model(tmp_path: Path) -> Path:
     return path
 
 
-def args(cost_model: Path, **overrides: object) -> dict:
-    base = dict(
-        query="q6",
-        window=timedelta(seconds=20),
-        deadline=timedelta(seconds=30),
-        landing="/tmp/landing",
-        rate=ArrivalRate(files_per_second=2, rows_per_file=430),
-        cost_model=cost_model,
-    )
+RATE = ArrivalRate(files_per_second=2, rows_per_file=430)
+
+
+def args(cost_model: Path, **overrides: object) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "query": "q6",
+        "window": timedelta(seconds=20),
+        "deadline": timedelta(seconds=30),
+        "landing": "/tmp/landing",
+        "rate": RATE,
+        "cost_model": cost_model,
+    }
     return base | overrides
 
 
 def test_good_declaration_plans_two_batches(cost_model: Path) -> None:
     declaration = declare(**args(cost_model))
-    planned = plan_files(declaration, declaration.rate)
+    planned = plan_files(declaration, RATE)
     assert planned.plan.feasible
     assert len(planned.plan.batches) == 2
     assert planned.finish <= 20 + 30
@@ -95,14 +100,29 @@ def test_unmeetable_deadline_says_the_earliest_feasible_one(cost_model: Path) ->
         ({"rate": "sometimes"}, "rate"),
     ],
 )
-def test_bad_fields_are_named(cost_model: Path, overrides: dict, field: str) -> None:
+def test_bad_fields_are_named(cost_model: Path, overrides: dict[str, object], field: str) -> None:
     with pytest.raises(InvalidDeclaration, match=field):
         declare(**args(cost_model, **overrides))
 
 
-def test_bad_rate_is_named() -> None:
-    with pytest.raises(InvalidDeclaration, match="rate.files_per_second"):
-        ArrivalRate(files_per_second=0, rows_per_file=10)
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"files_per_second": 0, "rows_per_file": 10}, r"rate.files_per_second must be > 0, got 0"),
+        ({"files_per_second": True, "rows_per_file": 10}, r"rate.files_per_second must be a finite number, got True"),
+        ({"files_per_second": 1, "rows_per_file": math.nan}, r"rate.rows_per_file must be a finite number, got nan"),
+        ({"files_per_second": 1, "rows_per_file": "430"}, r"rate.rows_per_file must be a finite number, got '430'"),
+    ],
+)
+def test_bad_rate_is_named(kwargs: dict[str, object], message: str) -> None:
+    with pytest.raises(InvalidDeclaration, match=message):
+        ArrivalRate(**kwargs)  # type: ignore[arg-type]  # wrong on purpose
+
+
+def test_rate_numbers_become_floats() -> None:
+    rate = ArrivalRate(files_per_second=2, rows_per_file=430)
+    assert (type(rate.files_per_second), type(rate.rows_per_file)) == (float, float)
+    assert rate.files_in(timedelta(seconds=20)) == 40
 
 
 @pytest.mark.parametrize(
@@ -121,7 +141,7 @@ def test_bad_rate_is_named() -> None:
         ),
     ],
 )
-def test_bad_dynamic_mode_fields_are_named(cost_model: Path, overrides: dict, message: str) -> None:
+def test_bad_dynamic_mode_fields_are_named(cost_model: Path, overrides: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidDeclaration, match=message):
         declare(**args(cost_model, **overrides))
 
@@ -130,11 +150,22 @@ def test_dynamic_mode_sizes_min_batch_within_alpha_and_tau_max(cost_model: Path)
     from airflow_iqp.declaration import dynamic_batching
 
     declaration = declare(**args(cost_model, mode="dynamic", alpha=0.5, tau_max=timedelta(seconds=20)))
-    batching = dynamic_batching(declaration, declaration.rate)
-    cost_of = lambda files: 6.5 + (26.0 - 6.5) * (files * 430 - 430) / (17200 - 430)  # noqa: E731
+    batching = dynamic_batching(declaration, RATE)
+
+    def cost_of(files: int) -> float:  # the model's partial cost, in files of 430 rows
+        return 6.5 + (26.0 - 6.5) * (files * 430 - 430) / (17200 - 430)
+
     assert batching.expected_files == 40
     assert batching.min_batch.alpha_met
     assert batching.min_batch.cost_ratio <= 1.5
     assert cost_of(batching.max_batch) <= 20 < cost_of(batching.max_batch + 1)
     assert batching.min_batch.size <= batching.max_batch
     assert batching.slots == 2 * -(-40 // batching.min_batch.size) + 1
+
+
+def test_a_static_declaration_has_no_min_batch(cost_model: Path) -> None:
+    from airflow_iqp.declaration import dynamic_batching
+
+    declaration = declare(**args(cost_model))
+    with pytest.raises(InvalidDeclaration, match="q6 is declared mode='static': it has no alpha and tau_max"):
+        dynamic_batching(declaration, RATE)

@@ -5,14 +5,17 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 DOCKER = Path(__file__).resolve().parents[1] / "docker"
 
 
-def compose() -> dict:
-    return yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+def compose() -> dict[str, Any]:
+    document = yaml.safe_load((DOCKER / "docker-compose.yml").read_text())
+    assert isinstance(document, dict)
+    return document
 
 
 def test_dockerfile_copies_what_exists() -> None:

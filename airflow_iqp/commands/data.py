@@ -11,7 +11,8 @@ if TYPE_CHECKING:
     import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `iqp data generate` and `iqp data replay`."""
     parser = subparsers.add_parser("data", help="generate and replay the TPC-H input stream")
     commands = parser.add_subparsers(dest="data_command", required=True)
 

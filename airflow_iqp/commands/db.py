@@ -8,7 +8,8 @@ if TYPE_CHECKING:
     import argparse
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `iqp db migrate`."""
     parser = subparsers.add_parser("db", help="manage the ledger database")
     commands = parser.add_subparsers(dest="db_command", required=True)
     mig = commands.add_parser("migrate", help="create or upgrade the ledger schema (safe to repeat)")

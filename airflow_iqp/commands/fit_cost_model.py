@@ -14,17 +14,20 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.planning.cost_model_file import PATHS
 
 if TYPE_CHECKING:
     import argparse
 
     from airflow_iqp.costfit.batches import Dataset
+    from airflow_iqp.costfit.runners import Runner
 
 DEFAULT_FILES = 32
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `iqp fit-cost-model`."""
     p = subparsers.add_parser("fit-cost-model", help="measure the jobs on this machine and fit cost models")
     p.add_argument("query", nargs="?", help="query name, or 'all' for every query in queries/")
     p.add_argument("--query", dest="query_option", help="same as the positional QUERY")
@@ -45,21 +48,25 @@ def _fit(args: argparse.Namespace) -> int:
     query = args.query_option or args.query
     if not query:
         raise ValueError("name a query (or 'all')")
-    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
-    if not paths or set(paths) - set(PATHS):
+    named = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if not named or set(named) - set(PATHS):
         raise ValueError(f"--paths must list some of {', '.join(PATHS)}, got {args.paths!r}")
+    paths = [ExecutionPath(p) for p in named]
     data = _dataset(args.data, args.scale)
     names = list(list_queries()) if query == "all" else [load_query(query).name]
     files = data.manifest.files
     plans = {
-        "in_process": Plan(splits=tuple(k for k in (1, 2, 4, 8, 16) if k <= files), single_partials=(1,)),
-        "spark_submit": Plan(
+        ExecutionPath.IN_PROCESS: Plan(splits=tuple(k for k in (1, 2, 4, 8, 16) if k <= files), single_partials=(1,)),
+        ExecutionPath.SPARK_SUBMIT: Plan(
             splits=tuple(sorted({min(2, files), min(16, files)})),
             single_partials=tuple(sorted({1, max(1, files // 4), files})),
         ),
     }
     in_process = InProcessRunner(local_session())  # also makes the untimed merge inputs of spark_submit
-    runners = {"in_process": in_process, "spark_submit": SubmitRunner()}
+    runners: dict[ExecutionPath, Runner] = {
+        ExecutionPath.IN_PROCESS: in_process,
+        ExecutionPath.SPARK_SUBMIT: SubmitRunner(),
+    }
     progress = Progress(len(names) * sum(plans[p].jobs() for p in paths))
     with tempfile.TemporaryDirectory(prefix="iqp-fit-") as work:
         for name in names:
@@ -74,8 +81,8 @@ def _fit(args: argparse.Namespace) -> int:
                     plans[path],
                     workdir,
                     progress.step,
-                    merge_inputs=in_process if path == "spark_submit" else None,
-                    warm_up=path == "in_process",
+                    merge_inputs=in_process if path is ExecutionPath.SPARK_SUBMIT else None,
+                    warm_up=path is ExecutionPath.IN_PROCESS,
                 )
                 for path in paths
             }

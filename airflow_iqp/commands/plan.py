@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.planning import ArrivalCurve, LinearCost, plan_single_query
 from airflow_iqp.planning.cost_model_file import PATHS, load_cost_model
+from airflow_iqp.planning.single_query import METHODS
 from airflow_iqp.planning.table import format_plan
 
 if TYPE_CHECKING:
     import argparse
 
+    from airflow_iqp.planning.cost import CostModel
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `iqp plan`."""
     p = subparsers.add_parser(
         "plan",
         help="plan the batches of one window",
@@ -29,12 +34,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--overhead", type=float, default=0.0, help="linear cost: seconds per batch")
     p.add_argument("--merge-per-partial", type=float, default=0.0, help="linear merge cost: seconds per partial")
     p.add_argument("--merge-overhead", type=float, default=0.0, help="linear merge cost: seconds per merge")
-    p.add_argument("--execution-path", choices=PATHS, default="spark_submit", help="which fitted model to use")
-    p.add_argument("--method", choices=("greedy", "mip"), default="greedy")
+    p.add_argument(
+        "--execution-path", choices=PATHS, default=ExecutionPath.SPARK_SUBMIT.value, help="which fitted model to use"
+    )
+    p.add_argument("--method", choices=METHODS, default=METHODS[0])
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Print the plan; exit 1 if the deadline cannot be met."""
+    cost: CostModel
+    agg: CostModel
     if args.cost_model:
         fitted = load_cost_model(args.cost_model, args.execution_path)
         cost, agg = fitted.partial, fitted.merge

@@ -27,6 +27,7 @@ class Dataset:
 
     @classmethod
     def open(cls, root: Path) -> Dataset:
+        """The generated data at `root`; ValueError says how to make it if it is not there."""
         root = Path(root).absolute()
         if not (root / MANIFEST_NAME).is_file():
             raise ValueError(f"{root} holds no {MANIFEST_NAME}; make it with `iqp data generate --out {root}`")
@@ -34,13 +35,16 @@ class Dataset:
 
     @property
     def manifest_path(self) -> Path:
+        """The manifest the jobs check their input files against."""
         return self.root / MANIFEST_NAME
 
     @property
     def static_dir(self) -> Path:
+        """The static tables the queries join with."""
         return self.root / STATIC_DIR
 
     def batch(self, streams: Sequence[str], indexes: range) -> Batch:
+        """The files of `streams` at file `indexes`, per stream."""
         return {s: [self.root / STREAM_DIR / s / self.manifest.streams[s][i].name for i in indexes] for s in streams}
 
     def tuples(self, streams: Sequence[str], indexes: range) -> int:

@@ -13,19 +13,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from numpy.typing import ArrayLike
 
 MAX_KNOTS = 4
 
 
 @dataclass(frozen=True)
 class Fit:
+    """A fitted model and how far it is from the measurements it was fitted to."""
+
     points: list[list[float]]  # [[size, seconds], ...]: sizes strictly increasing, seconds non-decreasing
     rmse: float  # seconds
     max_relative_error: float
 
 
-def choose_knots(xs: Sequence[float], max_knots: int = MAX_KNOTS) -> np.ndarray:
+def choose_knots(xs: ArrayLike, max_knots: int = MAX_KNOTS) -> np.ndarray:
     """Measured sizes nearest to log-spaced targets: sizes are measured on a doubling grid."""
     distinct = np.unique(np.asarray(xs, dtype=float))
     if len(distinct) <= max_knots:
@@ -56,7 +58,7 @@ def pool_adjacent_violators(values: np.ndarray, weights: np.ndarray) -> np.ndarr
     return np.array([mean for mean, _, count in blocks for _ in range(int(count))])
 
 
-def fit_piecewise(xs: Sequence[float], ys: Sequence[float], max_knots: int = MAX_KNOTS) -> Fit:
+def fit_piecewise(xs: ArrayLike, ys: ArrayLike, max_knots: int = MAX_KNOTS) -> Fit:
     """Monotone piecewise-linear fit of seconds `ys` by size `xs`, with its error on the data."""
     x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
     if len(x) == 0 or len(x) != len(y):

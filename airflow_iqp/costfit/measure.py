@@ -8,7 +8,7 @@ at doubling partial counts, and their totals are the cost-by-batches curve (the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.spark.jobs.output import MARKER
 
@@ -28,13 +28,16 @@ class Plan:
     single_partials: tuple[int, ...] = ()
 
     def jobs(self) -> int:
+        """How many jobs the plan runs, for the progress bar."""
         return sum(k + 1 for k in self.splits) + len(self.single_partials)
 
 
 @dataclass
 class Measurements:
-    partial: list[dict] = field(default_factory=list)  # {"tuples", "seconds", "batches"}
-    merge: list[dict] = field(default_factory=list)  # {"partials", "seconds"}
+    """Timed jobs of one query on one execution path."""
+
+    partial: list[dict[str, Any]] = field(default_factory=list)  # {"tuples", "seconds", "batches"}
+    merge: list[dict[str, Any]] = field(default_factory=list)  # {"partials", "seconds"}
 
     def split_totals(self) -> dict[int, float]:
         """Seconds to process the whole stream per number of batches: all partials plus the merge."""

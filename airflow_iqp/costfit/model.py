@@ -12,15 +12,18 @@ import platform
 import re
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from airflow_iqp.constants import JobKind
 from airflow_iqp.costfit.fit import fit_piecewise
+from airflow_iqp.data.atomic import write_json
 
 if TYPE_CHECKING:
+    from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.costfit.measure import Measurements
 
 
-def machine() -> dict:
+def machine() -> dict[str, Any]:
     """CPU count, memory and software versions: what moves the timings, not who ran them."""
     import pyspark
 
@@ -37,6 +40,7 @@ def machine() -> dict:
 
 
 def java_version() -> str | None:
+    """`java -version`'s version string, or None without a working java."""
     try:
         done = subprocess.run(["java", "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
@@ -45,12 +49,15 @@ def java_version() -> str | None:
     return match[1] if match else None
 
 
-def path_section(measured: Measurements) -> dict:
+def path_section(measured: Measurements) -> dict[str, Any]:
     """Fitted partial (seconds by tuples) and merge (seconds by partials) models with their errors."""
-    section = {}
-    for kind, size_key, rows in (("partial", "tuples", measured.partial), ("merge", "partials", measured.merge)):
+    section: dict[str, Any] = {}
+    for kind, size_key, rows in (
+        (JobKind.PARTIAL, "tuples", measured.partial),
+        (JobKind.MERGE, "partials", measured.merge),
+    ):
         fit = fit_piecewise([r[size_key] for r in rows], [r["seconds"] for r in rows])
-        section[kind] = {
+        section[kind.value] = {
             "points": fit.points,
             "measured": [{**r, "seconds": round(r["seconds"], 4)} for r in rows],
             "fit_error": {"rmse_seconds": round(fit.rmse, 4), "max_relative": round(fit.max_relative_error, 4)},
@@ -58,10 +65,12 @@ def path_section(measured: Measurements) -> dict:
     return section
 
 
-def write_model(path: Path, query: str, scale: float, files: int, paths: dict[str, Measurements]) -> dict:
+def write_model(
+    path: Path, query: str, scale: float, files: int, paths: dict[ExecutionPath, Measurements]
+) -> dict[str, Any]:
     """Write (atomically) the fitted paths; paths fitted earlier at the same scale are kept."""
     path = Path(path)
-    kept = {}
+    kept: dict[str, Any] = {}
     if path.is_file():
         old = json.loads(path.read_text())
         if old.get("scale") == scale and old.get("files") == files:
@@ -72,10 +81,8 @@ def write_model(path: Path, query: str, scale: float, files: int, paths: dict[st
         "scale": scale,
         "files": files,
         "machine": machine(),
-        "paths": {**kept, **{name: path_section(m) for name, m in paths.items()}},
+        "paths": {**kept, **{name.value: path_section(m) for name, m in paths.items()}},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(document, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json(path, document)
     return document

@@ -8,11 +8,14 @@ from typing import TextIO
 
 
 class Progress:
+    """A bar of `total` steps, redrawn in place after every step."""
+
     def __init__(self, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
         self.total, self.done, self.stream, self.width = max(total, 1), 0, stream, width
         self.start = time.monotonic()
 
     def step(self, label: str) -> None:
+        """One more step done; `label` says which."""
         self.done += 1
         filled = self.width * min(self.done, self.total) // self.total
         elapsed = time.monotonic() - self.start
@@ -21,5 +24,6 @@ class Progress:
         self.stream.flush()
 
     def close(self) -> None:
+        """End the bar's line."""
         self.stream.write("\n")
         self.stream.flush()

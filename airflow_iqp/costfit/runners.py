@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from airflow_iqp.settings import python_path, spark_local_ip
+
 if TYPE_CHECKING:
     import argparse
     from collections.abc import Callable, Sequence
@@ -30,9 +32,15 @@ MASTER = "local[2]"
 
 
 class Runner(Protocol):
-    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float: ...
+    """Runs one job and returns the seconds it took."""
 
-    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float: ...
+    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+        """Time the partial job over `batch`, writing to `output`."""
+        ...
+
+    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+        """Time the merge job over `partials`, writing to `output`."""
+        ...
 
 
 def _write_batch(batch: Batch, output: Path) -> Path:
@@ -63,7 +71,7 @@ def _merge_argv(query: str, partials: Sequence[Path], output: Path) -> list[str]
 
 def local_session() -> SparkSession:
     """The shared session of the in-process path: same master as the spark-submit runs."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ["SPARK_LOCAL_IP"] = spark_local_ip()  # the JVM Spark starts reads it from the environment
     from pyspark.sql import SparkSession
 
     spark = (
@@ -84,12 +92,14 @@ class InProcessRunner:
         self.spark = spark
 
     def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+        """Time `partial_job.run` in this process."""
         from airflow_iqp.spark.jobs import partial_job
 
         args = partial_job.parse_args(_partial_argv(query, data, batch, output))
         return _timed(partial_job.run, args)
 
     def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+        """Time `merge_job.run` in this process."""
         from airflow_iqp.spark.jobs import merge_job
 
         return _timed(merge_job.run, merge_job.parse_args(_merge_argv(query, partials, output)))
@@ -110,14 +120,16 @@ class SubmitRunner:
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO_ROOT), os.environ.get("PYTHONPATH")])),
+            "SPARK_LOCAL_IP": spark_local_ip(),
+            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *python_path()]),
         }
 
     def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+        """Time a spark-submit of `partial_job.py`."""
         return self._submit("partial_job.py", _partial_argv(query, data, batch, output))
 
     def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+        """Time a spark-submit of `merge_job.py`."""
         return self._submit("merge_job.py", _merge_argv(query, partials, output))
 
     def _submit(self, job: str, argv: list[str]) -> float:

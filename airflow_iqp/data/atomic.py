@@ -1,10 +1,12 @@
-"""Replace a directory in one rename, so readers see the old or the new one, never a mix."""
+"""Replace a file or a directory in one rename, so readers see the old or the new one, never a mix."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -27,3 +29,16 @@ def replace_dir(new: Path, target: Path) -> None:
     target.rename(old)
     new.rename(target)
     shutil.rmtree(old)
+
+
+def write_json(path: Path, document: Any) -> None:
+    """Write `document` as indented JSON to a temporary file beside `path`, then rename it onto
+    `path`: a reader never sees half a file, and a crash leaves the old one whole.
+    """
+    tmp = temp_sibling(path, "tmp")
+    try:
+        tmp.write_text(json.dumps(document, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

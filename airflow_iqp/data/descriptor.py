@@ -9,24 +9,24 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+
+from airflow_iqp.data.atomic import write_json
 
 DESCRIPTOR_NAME = "_iqp_stream.json"
 
 
 @dataclass(frozen=True)
 class StreamDescriptor:
+    """The stream replayed into a landing directory: where it comes from and its files' clock."""
+
     epoch: datetime  # wall-clock start of file 0's slot
     seconds_per_file: float  # wall-clock slot length (the manifest's, divided by the speedup)
     files: int
     source: Path  # the directory `iqp data generate` made (manifest.json, stream/, static/)
     profile: str
-
-    def slot_start(self, index: int) -> datetime:
-        return self.epoch + timedelta(seconds=index * self.seconds_per_file)
 
     def window_files(self, start: datetime, end: datetime) -> range:
         """Indexes of the files whose slot starts in [start, end)."""
@@ -36,26 +36,22 @@ class StreamDescriptor:
 
 
 def write_descriptor(landing: Path, descriptor: StreamDescriptor) -> None:
+    """Write (atomically) the landing directory's descriptor."""
     landing.mkdir(parents=True, exist_ok=True)
-    target = landing / DESCRIPTOR_NAME
-    tmp = landing / f".{DESCRIPTOR_NAME}.tmp"
-    tmp.write_text(
-        json.dumps(
-            {
-                "epoch": descriptor.epoch.isoformat(),
-                "seconds_per_file": descriptor.seconds_per_file,
-                "files": descriptor.files,
-                "source": str(Path(descriptor.source).resolve()),
-                "profile": descriptor.profile,
-            },
-            indent=2,
-        )
-        + "\n"
+    write_json(
+        landing / DESCRIPTOR_NAME,
+        {
+            "epoch": descriptor.epoch.isoformat(),
+            "seconds_per_file": descriptor.seconds_per_file,
+            "files": descriptor.files,
+            "source": str(Path(descriptor.source).resolve()),
+            "profile": descriptor.profile,
+        },
     )
-    os.replace(tmp, target)
 
 
 def load_descriptor(landing: Path) -> StreamDescriptor:
+    """The landing directory's descriptor; ValueError says how to start a replay if there is none."""
     path = Path(landing) / DESCRIPTOR_NAME
     if not path.is_file():
         raise ValueError(f"{path} does not exist: no stream is being replayed into {landing} (start `iqp data replay`)")

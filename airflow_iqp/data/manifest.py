@@ -7,9 +7,10 @@ mixed-up file into an error instead of a silently wrong answer.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from airflow_iqp.data.atomic import write_json
 
 MANIFEST_NAME = "manifest.json"
 STREAM_DIR = "stream"
@@ -23,6 +24,8 @@ def part_name(index: int) -> str:
 
 @dataclass(frozen=True)
 class StreamFile:
+    """One generated file of a stream and its row count."""
+
     index: int
     name: str
     rows: int
@@ -30,6 +33,8 @@ class StreamFile:
 
 @dataclass(frozen=True)
 class Manifest:
+    """What one `iqp data generate` run wrote: scale, clock, and every file with its rows."""
+
     scale: float
     files: int
     seconds_per_file: float
@@ -50,12 +55,11 @@ class Manifest:
 
 def write_manifest(path: Path, manifest: Manifest) -> None:
     """Write via a temporary file and rename, so a reader never sees half a manifest."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(asdict(manifest), indent=2) + "\n")
-    os.replace(tmp, path)
+    write_json(path, asdict(manifest))
 
 
 def load_manifest(path: Path) -> Manifest:
+    """Read a manifest written by `write_manifest`."""
     raw = json.loads(Path(path).read_text())
     return Manifest(
         scale=raw["scale"],

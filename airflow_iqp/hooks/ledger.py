@@ -36,6 +36,7 @@ class LedgerHook(BaseHook):
         return connection_url(self.get_connection(self.iqp_conn_id))
 
     def get_conn(self) -> Engine:
+        """The ledger's engine (one per URL and process)."""
         return ledger.engine(self.get_url())
 
     @contextmanager

@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import URL, Engine, create_engine, event, make_url
 from sqlalchemy.orm import Session
 
+from airflow_iqp.exceptions import InvalidSetting
+from airflow_iqp.settings import airflow_home, ledger_connection_uri
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from airflow.sdk import Connection
 
 CONN_ID = "iqp_default"
-CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"
 IQP_CONN_TYPE = "iqp"
 MIGRATIONS = Path(__file__).parent / "migrations"
 SQLITE_BUSY_SECONDS = 60
@@ -37,12 +39,11 @@ def ledger_url(url: str | None = None) -> str:
     """
     if url:
         return sqlalchemy_url(url)
-    if (uri := os.environ.get(CONN_ENV)) and _is_database_uri(uri):
+    if (uri := ledger_connection_uri()) and _is_database_uri(uri):
         return sqlalchemy_url(uri)
     if found := _airflow_connection_url():
         return found
-    home = Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
-    return f"sqlite:///{home / 'iqp_ledger.db'}"
+    return f"sqlite:///{airflow_home() / 'iqp_ledger.db'}"
 
 
 def _is_database_uri(value: str) -> bool:
@@ -78,7 +79,9 @@ def connection_url(conn: Connection) -> str:
     if conn.conn_type == IQP_CONN_TYPE:
         if found := conn.extra_dejson.get("sqlalchemy_url") or conn.host:
             return sqlalchemy_url(found)
-        raise ValueError(f"connection {conn.conn_id!r} of type iqp has no SQLAlchemy URL in host or extra")
+        raise InvalidSetting(
+            f"connection {conn.conn_id!r} of type iqp has no SQLAlchemy URL: set its host or its extra `sqlalchemy_url`"
+        )
     if conn.conn_type == "sqlite":
         return f"sqlite:///{conn.host}"
     return URL.create(
@@ -92,6 +95,7 @@ def connection_url(conn: Connection) -> str:
 
 
 def masked(url: str) -> str:
+    """The URL with its password hidden, for messages and logs."""
     return make_url(url).render_as_string(hide_password=True)
 
 

@@ -1,9 +1,13 @@
-"""Ledger tables as SQLAlchemy 2 declarative models; `migrations/` creates the same schema."""
+"""Ledger tables as SQLAlchemy 2 declarative models; `migrations/` creates the same schema.
+
+Modes, statuses, kinds and states are plain strings in the database, each column held to its
+enum in `airflow_iqp.constants` by a CHECK constraint built from that enum.
+"""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
@@ -24,16 +28,23 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-WINDOW_STATUSES = ("planned", "running", "merged", "failed")
-BATCH_STATUSES = ("planned", "waiting", "running", "done", "failed", "skipped")
-EXECUTION_PATHS = ("in_process", "spark_submit")
-COST_KINDS = ("partial", "merge")
-REQUEST_KINDS = ("partial", "merge")
-REQUEST_STATES = ("waiting", "granted", "released", "expired")
-OPEN_REQUEST_STATES = ("waiting", "granted")
+from airflow_iqp.constants import (
+    OPEN_REQUEST_STATES,
+    BatchStatus,
+    ExecutionPath,
+    JobKind,
+    Mode,
+    RequestState,
+    WindowStatus,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from enum import StrEnum
 
 
 def utcnow() -> datetime:
+    """Now, timezone-aware in UTC: the only kind of time the ledger stores."""
     return datetime.now(UTC)
 
 
@@ -44,6 +55,7 @@ class UTCDateTime(TypeDecorator[datetime]):
     cache_ok = True
 
     def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Refuse naive times; store aware ones in UTC."""
         if value is None:
             return None
         if value.tzinfo is None:
@@ -51,17 +63,25 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        """Read every time back as aware UTC."""
         if value is None:
             return None
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
-def _one_of(column: str, values: tuple[str, ...]) -> CheckConstraint:
-    listed = ", ".join(f"'{v}'" for v in values)
-    return CheckConstraint(f"{column} IN ({listed})", name=column)
+def _in(column: str, values: Iterable[StrEnum]) -> str:
+    listed = ", ".join(f"'{v.value}'" for v in values)
+    return f"{column} IN ({listed})"
+
+
+def _one_of(column: str, enum: type[StrEnum]) -> CheckConstraint:
+    """The column holds a value of `enum`, checked by the database itself."""
+    return CheckConstraint(_in(column, enum), name=column)
 
 
 class Base(DeclarativeBase):
+    """Declarative base of the ledger's tables, with named constraints."""
+
     # Named constraints, so SQLite batch migrations can find them again.
     metadata = MetaData(
         naming_convention={
@@ -76,7 +96,10 @@ class Base(DeclarativeBase):
 
 
 class Query(Base):
+    """An intermittent query: its SQL, mode and declared parameters (window, deadline, ...)."""
+
     __tablename__ = "queries"
+    __table_args__ = (_one_of("mode", Mode),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
@@ -90,8 +113,10 @@ class Query(Base):
 
 
 class Window(Base):
+    """One window of a query: its plan, deadline and outcome."""
+
     __tablename__ = "windows"
-    __table_args__ = (UniqueConstraint("query_id", "window_start"), _one_of("status", WINDOW_STATUSES))
+    __table_args__ = (UniqueConstraint("query_id", "window_start"), _one_of("status", WindowStatus))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), index=True)
@@ -103,7 +128,7 @@ class Window(Base):
     plan: Mapped[dict[str, Any]]
     predicted_finish: Mapped[datetime | None]
     actual_finish: Mapped[datetime | None]
-    status: Mapped[str] = mapped_column(String(20), default="planned")
+    status: Mapped[str] = mapped_column(String(20), default=WindowStatus.PLANNED.value)
     deadline_met: Mapped[bool | None]
     result_location: Mapped[str | None] = mapped_column(Text)
 
@@ -114,8 +139,10 @@ class Window(Base):
 
 
 class Batch(Base):
+    """One partial job of a window: its tuples, frozen input files, attempts and cost."""
+
     __tablename__ = "batches"
-    __table_args__ = (UniqueConstraint("window_id", "batch_index"), _one_of("status", BATCH_STATUSES))
+    __table_args__ = (UniqueConstraint("window_id", "batch_index"), _one_of("status", BatchStatus))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     window_id: Mapped[int] = mapped_column(ForeignKey("windows.id", ondelete="CASCADE"), index=True)
@@ -132,7 +159,7 @@ class Batch(Base):
     actual_tuples: Mapped[int | None] = mapped_column(BigInteger)
     actual_cost: Mapped[float | None] = mapped_column(Float)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    status: Mapped[str] = mapped_column(String(20), default="planned")
+    status: Mapped[str] = mapped_column(String(20), default=BatchStatus.PLANNED.value)
     output_location: Mapped[str | None] = mapped_column(Text)
     slot: Mapped[int | None]  # dynamic mode: the mapped task that cut and runs this batch
     reason: Mapped[str | None] = mapped_column(String(40))  # dynamic mode: why it fired
@@ -141,8 +168,10 @@ class Batch(Base):
 
 
 class CostObservation(Base):
+    """One measured job: how long a partial of `size` tuples (or a merge of `size` partials) took."""
+
     __tablename__ = "cost_observations"
-    __table_args__ = (_one_of("path", EXECUTION_PATHS), _one_of("kind", COST_KINDS))
+    __table_args__ = (_one_of("path", ExecutionPath), _one_of("kind", JobKind))
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), index=True)
@@ -166,7 +195,7 @@ class Resource(Base):
     fence: Mapped[int] = mapped_column(BigInteger, default=0)
 
 
-_open = "state IN ('waiting', 'granted')"
+_open = _in("state", OPEN_REQUEST_STATES)
 
 
 class DispatchRequest(Base):
@@ -176,8 +205,8 @@ class DispatchRequest(Base):
 
     __tablename__ = "dispatch_requests"
     __table_args__ = (
-        _one_of("kind", REQUEST_KINDS),
-        _one_of("state", REQUEST_STATES),
+        _one_of("kind", JobKind),
+        _one_of("state", RequestState),
         Index(
             "uq_dispatch_requests_open_window",
             "window_id",
@@ -197,7 +226,7 @@ class DispatchRequest(Base):
     deadline: Mapped[datetime]
     remaining_cost: Mapped[float] = mapped_column(Float)
     lease_seconds: Mapped[float] = mapped_column(Float)
-    state: Mapped[str] = mapped_column(String(20), default="waiting")
+    state: Mapped[str] = mapped_column(String(20), default=RequestState.WAITING.value)
     registered_at: Mapped[datetime]
     granted_at: Mapped[datetime | None]
     released_at: Mapped[datetime | None]

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode, WindowStatus
+from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger.models import Batch, CostObservation, Query, Window, utcnow
 
 if TYPE_CHECKING:
@@ -18,11 +20,12 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
-NOT_STARTED = ("planned", "waiting")
+NOT_STARTED = (BatchStatus.PLANNED, BatchStatus.WAITING)
+CLOSED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 def register_query(
-    session: Session, name: str, sql: str, mode: str, params: Mapping[str, Any], sql_path: str | None = None
+    session: Session, name: str, sql: str, mode: Mode, params: Mapping[str, Any], sql_path: str | None = None
 ) -> int:
     """Insert the query, or bring a registered one up to date with its current definition.
     Several tasks may register the same query at once: the loser of the insert updates instead.
@@ -65,7 +68,7 @@ def record_plan(
     if window is None:
         window = Window(query_id=query_id, window_start=window_start)
         session.add(window)
-    elif window.status in ("merged", "failed"):
+    elif window.status in CLOSED:
         raise ValueError(f"window {window.id} of {query} is already {window.status}; it cannot be re-planned")
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
     window.plan, window.predicted_finish = dict(plan), predicted_finish
@@ -94,7 +97,7 @@ def add_dynamic_batch(
     session: Session,
     window_id: int,
     slot: int,
-    reason: str,
+    reason: BatchReason | None,
     files: Mapping[str, Sequence[str]],
     first: int,
     last: int,
@@ -102,7 +105,8 @@ def add_dynamic_batch(
     now: datetime,
 ) -> int:
     """Cut a dynamic-mode batch: the slot that holds the window's lease freezes the files it
-    takes; returns the batch index (the window's batches in the order they were cut).
+    takes; returns the batch index (the window's batches in the order they were cut). `reason`
+    is why the batch fired, None where that is not known.
     """
     window = _window(session, window_id)
     index = len(window.batches)
@@ -127,7 +131,9 @@ def add_dynamic_batch(
 def slot_batch(session: Session, window_id: int, slot: int) -> int | None:
     """The unfinished batch a dynamic slot cut before (its retry runs the same files again)."""
     return session.scalar(
-        select(Batch.batch_index).where(Batch.window_id == window_id, Batch.slot == slot, Batch.status != "done")
+        select(Batch.batch_index).where(
+            Batch.window_id == window_id, Batch.slot == slot, Batch.status != BatchStatus.DONE
+        )
     )
 
 
@@ -155,9 +161,9 @@ def freeze_batch_files(
 def start_batch(session: Session, window_id: int, index: int, started_at: datetime | None = None) -> int:
     """Mark the batch (and its window) running; returns the attempt number, counting this one."""
     batch = _batch(session, window_id, index)
-    batch.status, batch.actual_start, batch.attempts = "running", started_at or utcnow(), batch.attempts + 1
-    if batch.window.status == "planned":
-        batch.window.status = "running"
+    batch.status, batch.actual_start, batch.attempts = BatchStatus.RUNNING, started_at or utcnow(), batch.attempts + 1
+    if batch.window.status == WindowStatus.PLANNED:
+        batch.window.status = WindowStatus.RUNNING
     session.flush()
     return batch.attempts
 
@@ -172,21 +178,23 @@ def finish_batch(
     actual_cost: float,
     output_location: str,
 ) -> None:
+    """The batch's job succeeded: what it read, when it ran, what it cost and where it wrote."""
     batch = _batch(session, window_id, index)
-    batch.status, batch.actual_start, batch.actual_end = "done", actual_start, actual_end
+    batch.status, batch.actual_start, batch.actual_end = BatchStatus.DONE, actual_start, actual_end
     batch.actual_tuples, batch.actual_cost, batch.output_location = actual_tuples, actual_cost, output_location
     session.flush()
 
 
 def fail_batch(session: Session, window_id: int, index: int, failed_at: datetime | None = None) -> None:
+    """The batch's job failed; its frozen files stay, for the retry to run again."""
     batch = _batch(session, window_id, index)
-    batch.status, batch.actual_end = "failed", failed_at or utcnow()
+    batch.status, batch.actual_end = BatchStatus.FAILED, failed_at or utcnow()
     session.flush()
 
 
 def skip_batch(session: Session, window_id: int, index: int) -> None:
     """A planned batch that no file of the window fell into (fewer files came than expected)."""
-    _batch(session, window_id, index).status = "skipped"
+    _batch(session, window_id, index).status = BatchStatus.SKIPPED
     session.flush()
 
 
@@ -196,21 +204,27 @@ def record_merge(
     actual_finish: datetime,
     actual_tuples: int | None,
     result_location: str | None,
-    status: str = "merged",
+    status: WindowStatus = WindowStatus.MERGED,
 ) -> bool:
     """Close the window; returns whether it met its deadline (a failed merge never does)."""
-    if status not in ("merged", "failed"):
+    if status not in CLOSED:
         raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
     window = _window(session, window_id)
     window.status, window.actual_finish = status, actual_finish
     window.actual_tuples, window.result_location = actual_tuples, result_location
-    window.deadline_met = status == "merged" and actual_finish <= window.deadline
+    window.deadline_met = status == WindowStatus.MERGED and actual_finish <= window.deadline
     session.flush()
     return window.deadline_met
 
 
 def record_cost_observation(
-    session: Session, query: str, path: str, kind: str, size: int, seconds: float, observed_at: datetime | None = None
+    session: Session,
+    query: str,
+    path: ExecutionPath,
+    kind: JobKind,
+    size: int,
+    seconds: float,
+    observed_at: datetime | None = None,
 ) -> int:
     """One measured run: `size` is tuples for a partial, partials for a merge."""
     obs = CostObservation(
@@ -228,10 +242,12 @@ def record_cost_observation(
 
 @dataclass(frozen=True)
 class BatchSummary:
+    """A batch as the ledger holds it, detached from the session."""
+
     index: int
     first_tuple: int
     last_tuple: int
-    status: str
+    status: BatchStatus
     attempts: int
     planned_start: datetime
     predicted_cost: float
@@ -242,11 +258,13 @@ class BatchSummary:
     files: dict[str, list[str]] | None
     output_location: str | None
     slot: int | None = None
-    reason: str | None = None
+    reason: str | None = None  # a BatchReason; the column has no CHECK, so older rows may hold others
 
 
 @dataclass(frozen=True)
 class WindowSummary:
+    """A window and its batches as the ledger holds them, detached from the session."""
+
     id: int
     query: str
     window_start: datetime
@@ -256,7 +274,7 @@ class WindowSummary:
     actual_tuples: int | None
     predicted_finish: datetime | None
     actual_finish: datetime | None
-    status: str
+    status: WindowStatus
     deadline_met: bool | None
     result_location: str | None
     plan: dict[str, Any]
@@ -276,7 +294,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
         actual_tuples=w.actual_tuples,
         predicted_finish=w.predicted_finish,
         actual_finish=w.actual_finish,
-        status=w.status,
+        status=WindowStatus(w.status),
         deadline_met=w.deadline_met,
         result_location=w.result_location,
         plan=dict(w.plan),
@@ -285,7 +303,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
                 index=b.batch_index,
                 first_tuple=b.first_tuple,
                 last_tuple=b.last_tuple,
-                status=b.status,
+                status=BatchStatus(b.status),
                 attempts=b.attempts,
                 planned_start=b.planned_start,
                 predicted_cost=b.predicted_cost,
@@ -304,20 +322,21 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
 
 
 def window_id(session: Session, query: str, window_start: datetime) -> int | None:
+    """The id of the query's window that starts at `window_start`, if it was planned."""
     return session.scalar(select(Window.id).join(Query).where(Query.name == query, Window.window_start == window_start))
 
 
 def _query_id(session: Session, name: str) -> int:
     found = session.scalar(select(Query.id).where(Query.name == name))
     if found is None:
-        raise ValueError(f"query {name!r} is not registered in the ledger")
+        raise LedgerLookupError("registered query", name)
     return found
 
 
 def _window(session: Session, window_id: int) -> Window:
     window = session.get(Window, window_id)
     if window is None:
-        raise ValueError(f"no window {window_id} in the ledger")
+        raise LedgerLookupError("window", window_id)
     return window
 
 
@@ -326,5 +345,5 @@ def _batch(session: Session, window_id: int, index: int) -> Batch:
         select(Batch).where(Batch.window_id == window_id, Batch.batch_index == index).with_for_update()
     )
     if batch is None:
-        raise ValueError(f"no batch {index} in window {window_id}")
+        raise LedgerLookupError(f"window {window_id} batch", index)
     return batch

@@ -33,5 +33,6 @@ class BatchOutputLink(BaseOperatorLink):
     name = "Spark output"
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
+        """A URL of the output the task's job wrote, or "" before it wrote one."""
         location = XCom.get_value(ti_key=ti_key, key=OUTPUT_LOCATION_KEY)
         return output_url(str(location)) if location else ""

@@ -8,7 +8,7 @@ grants itself. While the job runs, a thread heartbeats the lease; if the lease i
 (the worker stalled past its expiry and the resource went on), the job is killed and the task
 fails, to be retried. When the job ends the lease is released and the next request granted.
 
-The policy, resource count and lease length are Airflow config, section [iqp].
+The policy, resource count and lease length are Airflow config, section [iqp] (airflow_iqp.settings).
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iqp.dynamic.policies import POLICIES
+from airflow_iqp.constants import BatchReason, JobKind, RequestState
+from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
-from airflow_iqp.triggers.grant import GrantTrigger
+from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -32,52 +34,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.ledger.dispatch import Lease
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class DispatchSettings:
-    """[iqp] policy (edf, llf, sjf, rr), resources (jobs the Spark cluster runs at once),
-    lease_seconds (a holder that stops heartbeating loses its resource after this long).
-    """
-
-    policy: str = "edf"
-    resources: int = 1
-    lease_seconds: float = 60.0
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise ValueError(
-                f"[iqp] policy must be one of {', '.join(POLICIES)}, got {self.policy!r} (AIRFLOW__IQP__POLICY)"
-            )
-        if self.resources < 1:
-            raise ValueError(
-                f"[iqp] resources must be a whole number >= 1, got {self.resources!r} (AIRFLOW__IQP__RESOURCES)"
-            )
-        if not self.lease_seconds >= 5:
-            raise ValueError(
-                f"[iqp] lease_seconds must be >= 5, got {self.lease_seconds!r} (AIRFLOW__IQP__LEASE_SECONDS)"
-            )
-
-    @classmethod
-    def load(cls) -> DispatchSettings:
-        from airflow.sdk import conf
-
-        def read(key: str, convert: Callable[[str], T], default: T) -> T:
-            raw = conf.get("iqp", key, fallback=None)
-            try:
-                return default if raw in (None, "") else convert(raw.strip())
-            except ValueError:
-                raise ValueError(
-                    f"[iqp] {key} = {raw!r} is not a valid {convert.__name__} (AIRFLOW__IQP__{key.upper()})"
-                ) from None
-
-        return cls(
-            read("policy", str, cls.policy).lower(),
-            read("resources", int, cls.resources),
-            read("lease_seconds", float, cls.lease_seconds),
-        )
-
 
 @dataclass(frozen=True)
 class ResourceRequest:
@@ -85,9 +41,9 @@ class ResourceRequest:
 
     window_id: int
     query: str
-    kind: str
+    kind: JobKind
     slot: int
-    reason: str
+    reason: BatchReason
     deadline: datetime
     remaining_cost: float
 
@@ -98,9 +54,11 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     """
 
     def resource_request(self, context: Context) -> ResourceRequest:
+        """What this job asks the dispatcher for, ranked by its window."""
         raise NotImplementedError
 
     def run_granted(self, context: Context) -> Any:
+        """Run the job; called only while this task holds the lease."""
         raise NotImplementedError
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
@@ -115,6 +73,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         raise RuntimeError(f"{self.task_id}: another task of this window is queued or running; this one cannot queue")
 
     def queue_for_resource(self, context: Context, request: ResourceRequest) -> Any:
+        """Register the request and grant in one transaction, then run with the lease or wait for it."""
         settings = DispatchSettings.load()
         now = datetime.now(UTC)
         with session_scope() as session:
@@ -133,10 +92,10 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         )
         return self._await_grant(context, request_id, settings)
 
-    def resume_granted(self, context: Context, event: dict[str, Any] | None = None, **_: Any) -> Any:
-        assert event is not None
+    def resume_granted(self, context: Context, event: dict[str, Any], **_: Any) -> Any:
+        """Back from GrantTrigger: grant if the trigger saw a grant due, then run or wait again."""
         settings = DispatchSettings.load()
-        if event["state"] == "dispatch":
+        if event["state"] == GRANT_DUE:
             with session_scope() as session:
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=datetime.now(UTC))
         return self._await_grant(context, event["request_id"], settings)
@@ -144,10 +103,9 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     def _await_grant(self, context: Context, request_id: int, settings: DispatchSettings) -> Any:
         with session_scope() as session:
             status = dispatch.status(session, request_id)
-        if status.state == "granted":
-            assert status.lease is not None
+        if status.lease is not None:  # granted
             return self._run_leased(context, status.lease, settings)
-        if status.state != "waiting":  # granted, but the lease ran out before this task came back
+        if status.state != RequestState.WAITING:  # granted, but the lease ran out before this task came back
             self.log.warning("request %d was %s before its job started; queueing again", request_id, status.state)
             return self.queue_for_resource(context, self.resource_request(context))
         self.defer(
@@ -172,7 +130,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                     _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if keeper.lost:
-            raise RuntimeError(
+            raise LeaseLostError(
                 f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
             )
         return result

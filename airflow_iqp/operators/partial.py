@@ -17,14 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode
 from airflow_iqp.declaration import Declaration, file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
-from airflow_iqp.operators.window import JOBS_DIR, WindowFiles, describe, spark_env, window_dir
-from airflow_iqp.slots import SlotSpec, decide
+from airflow_iqp.operators.window import JOBS_DIR, WindowFiles, describe, run_window, spark_env, window_dir
+from airflow_iqp.slots import SlotAction, SlotSpec, decide
 from airflow_iqp.spark.jobs.output import read_marker
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.files import FilesLandedTrigger
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
+    """One planned batch (static) or one batch slot (dynamic) of a window; see the module doc."""
+
     operator_extra_links = (BatchOutputLink(),)
 
     def __init__(self, *, batch: dict[str, Any], declaration: Declaration, work_dir: str, **kwargs: Any) -> None:
@@ -45,24 +48,27 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     @property
     def is_dynamic(self) -> bool:
-        return self.declaration.mode == "dynamic"
+        """Whether this task is a dynamic-mode slot rather than a planned batch."""
+        return self.declaration.mode is Mode.DYNAMIC
 
     def _window(self, context: Context) -> WindowFiles:
-        return WindowFiles(self.declaration, context["data_interval_start"], context["data_interval_end"])
+        return WindowFiles(self.declaration, *run_window(context))
 
     def _label(self, context: Context, text: str | None = None) -> None:
         """The map index label; every entry point sets one, or rendering it fails the task."""
         if text is None:
             text = f"slot {self.batch['slot']}" if self.is_dynamic else describe(self.batch)
-        context["batch_label"] = text  # type: ignore[typeddict-unknown-key]
+        context["batch_label"] = text  # type: ignore[typeddict-unknown-key]  # our key, for map_index_template
 
-    def resume_granted(self, context: Context, event: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+    def resume_granted(self, context: Context, event: dict[str, Any], **kwargs: Any) -> Any:
+        """The base class's resume, with the map index label set first."""
         self._label(context)
         return super().resume_granted(context, event, **kwargs)
 
     # -- waiting for input -------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
+        """Static: wait for the batch's files, then queue. Dynamic: see `on_ready`."""
         self._label(context)
         if self.is_dynamic:
             return self.on_ready(context)
@@ -78,6 +84,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         return self.on_landed(context)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Static: every file of the batch has landed; queue for the resource."""
         self._label(context)
         return self.queue_for_resource(context, self.resource_request(context))
 
@@ -87,11 +94,11 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         self._label(context)
         with session_scope() as session:
             decision = decide(session, spec, time.time())
-        if decision.action == "skip":
+        if decision.action is SlotAction.SKIP:
             raise AirflowSkipException(
                 f"slot {spec.slot}: every file of the window is taken by {decision.batches} batches"
             )
-        if decision.action == "wait":
+        if decision.action is SlotAction.WAIT:
             self.defer(trigger=BatchReadyTrigger(spec.as_dict()), method_name="on_ready")
         return self.queue_for_resource(context, self.resource_request(context))
 
@@ -102,6 +109,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     # -- what the dispatcher ranks ------------------------------------------------------------
 
     def resource_request(self, context: Context) -> ResourceRequest:
+        """Ranked by the window's deadline and the work the window still needs, merge included."""
         decl = self.declaration
         with session_scope() as session:
             window = store.window_summary(session, self.batch["window_id"])
@@ -114,14 +122,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             always, extra_merge = merge_costs(decl.cost_model)
             pending = max(spec.expected_files, len(spec.indexes)) - decision.processed
             remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
-            slot, reason = spec.slot, decision.reason or "retry"
+            slot, reason = spec.slot, decision.reason or BatchReason.RETRY
         else:
-            remaining = plan["merge_cost"] + sum(b.predicted_cost for b in window.batches if b.status != "done")
-            slot, reason = self.batch["index"], "planned"
+            remaining = plan["merge_cost"] + sum(
+                b.predicted_cost for b in window.batches if b.status != BatchStatus.DONE
+            )
+            slot, reason = self.batch["index"], BatchReason.PLANNED
         return ResourceRequest(
             window_id=window.id,
             query=decl.name,
-            kind="partial",
+            kind=JobKind.PARTIAL,
             slot=slot,
             reason=reason,
             deadline=window.deadline,
@@ -131,6 +141,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     # -- with the lease -------------------------------------------------------------------------
 
     def run_granted(self, context: Context) -> str:
+        """Freeze (or cut) the batch's files, run the partial job, record what it did."""
         self._label(context)
         window = self._window(context)
         window_id = self.batch["window_id"]
@@ -148,7 +159,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         if self.is_dynamic:
             reason = f" · {batch.reason}" if batch.reason else ""
             self._label(context, f"batch {index} · files {batch.first_tuple}..{batch.last_tuple}{reason}")
-        directory = window_dir(Path(self.work_dir), self.declaration, context["data_interval_start"])
+        directory = window_dir(Path(self.work_dir), self.declaration, run_window(context)[0])
         directory.mkdir(parents=True, exist_ok=True)
         batch_file = directory / f"batch-{index:04d}.json"
         batch_file.write_text(json.dumps(files))
@@ -179,16 +190,18 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         seconds = (ended - started).total_seconds()
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
-            store.record_cost_observation(session, self.declaration.name, "spark_submit", "partial", rows, seconds)
+            store.record_cost_observation(
+                session, self.declaration.name, ExecutionPath.SPARK_SUBMIT, JobKind.PARTIAL, rows, seconds
+            )
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """After the window's last batch, its merge queues at once (see the base class)."""
         window = store.window_summary(session, self.batch["window_id"])
-        if any(b.status not in ("done", "skipped") for b in window.batches):
+        if any(b.status not in (BatchStatus.DONE, BatchStatus.SKIPPED) for b in window.batches):
             return None
-        if self.is_dynamic and decide(session, SlotSpec(**self.batch), time.time()).action != "skip":
+        if self.is_dynamic and decide(session, SlotSpec(**self.batch), time.time()).action is not SlotAction.SKIP:
             return None  # files are still to land or to be cut
         return merge_request(self.declaration, window)
 
@@ -206,7 +219,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             session,
             spec.window_id,
             spec.slot,
-            decision.reason or "granted",
+            decision.reason,
             spec.paths(positions),
             first=spec.indexes.index(positions[0]) + 1,
             last=spec.indexes.index(positions[-1]) + 1,

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
+from airflow_iqp.constants import Mode
 from airflow_iqp.declaration import ArrivalRate, Declaration, dynamic_batching, merge_costs, plan_files
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.operators.window import WindowFiles
+from airflow_iqp.operators.window import WindowFiles, run_window
 from airflow_iqp.slots import SlotSpec
 
 if TYPE_CHECKING:
@@ -34,10 +35,11 @@ class PlanWindowOperator(BaseOperator):
         self.declaration = declaration
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
+        """Plan the run's window and record it; the descriptors are what `partial_aggregate` maps over."""
         decl = self.declaration
-        start, end = context["data_interval_start"], context["data_interval_end"]
+        start, end = run_window(context)
         rate = decl.rate if isinstance(decl.rate, ArrivalRate) else learned_rate(decl, start, end)
-        if decl.mode == "dynamic":
+        if decl.mode is Mode.DYNAMIC:
             return self.open_slots(start, end, rate)
         planned = plan_files(decl, rate)
         plan = planned.plan
@@ -48,7 +50,7 @@ class PlanWindowOperator(BaseOperator):
             return start + timedelta(seconds=seconds)
 
         last = len(plan.batches) - 1
-        batches = [
+        batches: list[dict[str, Any]] = [
             {
                 "index": i,
                 "first_tuple": b.first,
@@ -86,19 +88,23 @@ class PlanWindowOperator(BaseOperator):
         return [
             {
                 "window_id": window_id,
-                "index": b["index"],
-                "first": b["first_tuple"],
-                "last": None if b["index"] == last else b["last_tuple"],  # the last batch takes what is left
-                "planned_start": b["planned_start"].isoformat(),
-                "predicted_cost": b["predicted_cost"],
+                "index": i,
+                "first": b.first,
+                "last": None if i == last else b.last,  # the last batch takes what is left
+                "planned_start": at(b.start).isoformat(),
+                "predicted_cost": b.cost,
             }
-            for b in batches
+            for i, b in enumerate(plan.batches)
         ]
 
     def register(self, session: Session) -> None:
+        """Register the query in the ledger, or bring it up to date with this declaration."""
         decl = self.declaration
-        params = {"window_s": decl.window.total_seconds(), "deadline_s": decl.deadline.total_seconds()}
-        if decl.mode == "dynamic":
+        params: dict[str, float | None] = {
+            "window_s": decl.window.total_seconds(),
+            "deadline_s": decl.deadline.total_seconds(),
+        }
+        if decl.mode is Mode.DYNAMIC:
             params |= {"alpha": decl.alpha, "tau_max_s": decl.tau_max}
         store.register_query(
             session, decl.name, decl.query.sql, mode=decl.mode, params=params, sql_path=str(decl.query.path)
@@ -120,7 +126,7 @@ class PlanWindowOperator(BaseOperator):
                 end + decl.deadline,
                 expected_tuples=round(batching.expected_files * rate.rows_per_file),
                 plan={
-                    "mode": "dynamic",
+                    "mode": Mode.DYNAMIC.value,
                     "unit": "files",
                     "files_per_second": rate.files_per_second,
                     "rows_per_file": rate.rows_per_file,

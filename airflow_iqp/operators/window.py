@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
 from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, load_manifest, part_name
+from airflow_iqp.settings import spark_local_ip
 
 if TYPE_CHECKING:
     from datetime import datetime
+
+    from airflow.sdk import Context
 
     from airflow_iqp.declaration import Declaration
 
@@ -22,9 +25,24 @@ def window_dir(work_dir: Path, declaration: Declaration, window_start: datetime)
     return work_dir / declaration.name / window_start.strftime("%Y%m%dT%H%M%S")
 
 
+def run_window(context: Context) -> tuple[datetime, datetime]:
+    """The run's window: its data interval, which every run of WindowTimetable has."""
+    start, end = context["data_interval_start"], context["data_interval_end"]
+    if start is None or end is None:
+        raise ValueError(
+            f"run {context['run_id']} has no data interval, so no window to process: trigger IQP DAGs with a "
+            "logical date (the window start), or let WindowTimetable schedule them"
+        )
+    return start, end
+
+
 def spark_env() -> dict[str, str]:
     """The Spark driver runs this interpreter, which has airflow_iqp installed."""
-    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": spark_local_ip(),
+    }
 
 
 class WindowFiles:
@@ -38,10 +56,12 @@ class WindowFiles:
 
     @property
     def manifest_path(self) -> Path:
+        """The manifest the Spark jobs check input files against."""
         return self.descriptor.source / MANIFEST_NAME
 
     @property
     def static_dir(self) -> Path:
+        """The static tables the query joins with."""
         return self.descriptor.source / STATIC_DIR
 
     def batch(self, first: int, last: int | None) -> dict[str, list[str]]:
@@ -53,12 +73,14 @@ class WindowFiles:
         }
 
     def rows(self, indexes: list[int] | None = None) -> int:
+        """Rows of the query's streams in these window files (default: all of them), by the manifest."""
         chosen = self.indexes if indexes is None else indexes
         return sum(
             self.manifest.streams[stream][i].rows for stream in self.declaration.decomposition.streams for i in chosen
         )
 
     def rows_per_file(self) -> float:
+        """Mean rows per file of the window; 1 for an empty window, so a rate stays positive."""
         return self.rows() / len(self.indexes) if self.indexes else 1.0
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_iqp.planning.cost import largest_fitting
+from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -33,6 +34,7 @@ class ArrivalCurve(ABC):
 
     @property
     def first_arrival(self) -> float:
+        """When the first tuple arrives; infinity for an empty window."""
         return self.time_of(1) if self.total else math.inf
 
     def _check_index(self, n: int) -> None:
@@ -41,7 +43,9 @@ class ArrivalCurve(ABC):
 
     @staticmethod
     def from_points(points: Iterable[Sequence[float]]) -> StepArrival:
-        """(time, cumulative tuples) pairs, times non-decreasing: count_at(t) is the count of the last point at or before t."""
+        """(time, cumulative tuples) pairs, times non-decreasing; count_at(t) is the count of the
+        last point at or before t.
+        """
         return StepArrival.build(points)
 
     @staticmethod
@@ -52,23 +56,22 @@ class ArrivalCurve(ABC):
 
 @dataclass(frozen=True)
 class StepArrival(ArrivalCurve):
+    """Arrivals as measured or replayed: a step at each (time, cumulative tuples) point."""
+
     times: tuple[float, ...]
     counts: tuple[int, ...]
     total: int
 
     @classmethod
     def build(cls, points: Iterable[Sequence[float]]) -> StepArrival:
+        """Check and normalise the points; a ValueError names the first bad one."""
         times: list[float] = []
         counts: list[int] = []
         for i, point in enumerate(points):
             if len(point) != 2:
                 raise ValueError(f"points[{i}] must be a (time, cumulative tuples) pair, got {point!r}")
-            t, c = float(point[0]), point[1]
-            if not math.isfinite(t):
-                raise ValueError(f"points[{i}] time must be finite, got {t!r}")
-            if isinstance(c, float) and not c.is_integer() or not float(c) >= 0:
-                raise ValueError(f"points[{i}] cumulative tuples must be a whole number >= 0, got {c!r}")
-            c = int(c)
+            t = number(point[0], f"points[{i}] time")
+            c = whole_number(point[1], f"points[{i}] cumulative tuples", minimum=0)
             if times and t < times[-1]:
                 raise ValueError(f"points[{i}] time {t:g} is before the previous point's {times[-1]:g}")
             if counts and c < counts[-1]:
@@ -85,10 +88,12 @@ class StepArrival(ArrivalCurve):
         return cls(tuple(times), tuple(counts), counts[-1])
 
     def count_at(self, t: float) -> int:
+        """Tuples arrived by time t (inclusive)."""
         i = bisect.bisect_right(self.times, t) - 1
         return self.counts[i] if i >= 0 else 0
 
     def time_of(self, n: int) -> float:
+        """Earliest time at which n tuples have arrived."""
         if n <= 0:
             return -math.inf
         self._check_index(n)
@@ -97,19 +102,17 @@ class StepArrival(ArrivalCurve):
 
 @dataclass(frozen=True)
 class FixedRateArrival(ArrivalCurve):
+    """`total` tuples evenly spaced from `start` to `end`: the declared rate, in O(1)."""
+
     start: float
     end: float
     total: int
 
     @classmethod
     def build(cls, start: float, end: float, total: int) -> FixedRateArrival:
-        start, end = float(start), float(end)
-        for name, value in (("start", start), ("end", end)):
-            if not math.isfinite(value):
-                raise ValueError(f"{name} must be finite, got {value!r}")
-        if isinstance(total, float) and not total.is_integer() or not total >= 0:
-            raise ValueError(f"total must be a whole number >= 0, got {total!r}")
-        total = int(total)
+        """Check the arguments; a ValueError names the bad one."""
+        start, end = number(start, "start"), number(end, "end")
+        total = whole_number(total, "total", minimum=0)
         if end < start:
             raise ValueError(f"end ({end:g}) must not be before start ({start:g})")
         return cls(start, end, total)
@@ -120,12 +123,14 @@ class FixedRateArrival(ArrivalCurve):
         return (self.end - self.start) / (self.total - 1) if self.total > 1 else 0.0
 
     def time_of(self, n: int) -> float:
+        """Earliest time at which n tuples have arrived."""
         if n <= 0:
             return -math.inf
         self._check_index(n)
         return self.end if n == self.total > 1 else self.start + (n - 1) * self.gap
 
     def count_at(self, t: float) -> int:
+        """Tuples arrived by time t (inclusive)."""
         if self.total == 0 or t < self.start:
             return 0
         if t >= self.end:

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from airflow_iqp.validation import number
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
@@ -19,16 +21,15 @@ UNBOUNDED = 2**62
 
 
 class CostModel(Protocol):
-    def cost(self, n: int) -> float: ...
+    """Seconds for a batch of n tuples (or a merge of n partials), non-decreasing, cost(0) = 0."""
 
-    def max_tuples(self, seconds: float) -> int: ...
+    def cost(self, n: int) -> float:
+        """Seconds to process n tuples in one batch; 0 for n <= 0."""
+        ...
 
-
-def _finite(value: float, name: str) -> float:
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    return value
+    def max_tuples(self, seconds: float) -> int:
+        """The largest n with cost(n) <= seconds (UNBOUNDED if the cost never exceeds it)."""
+        ...
 
 
 def largest_fitting(estimate: int, fits: Callable[[int], bool]) -> int:
@@ -71,15 +72,14 @@ class LinearCost:
 
     def __post_init__(self) -> None:
         for name in ("per_tuple", "overhead"):
-            value = _finite(getattr(self, name), name)
-            if value < 0:
-                raise ValueError(f"{name} must be >= 0, got {value}")
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, number(getattr(self, name), name, minimum=0))
 
     def cost(self, n: int) -> float:
+        """The overhead plus per_tuple * n; 0 for n <= 0."""
         return 0.0 if n <= 0 else self.overhead + self.per_tuple * n
 
     def max_tuples(self, seconds: float) -> int:
+        """The largest n with cost(n) <= seconds."""
         if seconds < self.cost(1):
             return 0
         if self.per_tuple == 0:
@@ -107,8 +107,8 @@ class PiecewiseLinearCost:
         for i, point in enumerate(points):
             if len(point) != 2:
                 raise ValueError(f"points[{i}] must be a (tuples, seconds) pair, got {point!r}")
-            tuples = _finite(point[0], f"points[{i}] tuples")
-            seconds = _finite(point[1], f"points[{i}] seconds")
+            tuples = number(point[0], f"points[{i}] tuples")
+            seconds = number(point[1], f"points[{i}] seconds")
             if tuples < 0 or seconds < 0:
                 raise ValueError(f"points[{i}] = {tuple(point)} has a negative value")
             if checked and tuples <= checked[-1][0]:
@@ -136,6 +136,7 @@ class PiecewiseLinearCost:
         return min(max(bisect.bisect_right(self.points, (n, math.inf)) - 1, 0), last)
 
     def cost(self, n: int) -> float:
+        """The interpolated seconds for n tuples; 0 for n <= 0."""
         if n <= 0:
             return 0.0
         if len(self.points) == 1:
@@ -145,6 +146,7 @@ class PiecewiseLinearCost:
         return max(0.0, y0 + self._slope(i) * (n - x0))
 
     def max_tuples(self, seconds: float) -> int:
+        """The largest n with cost(n) <= seconds (UNBOUNDED where the cost stays flat)."""
         if seconds < self.cost(1):
             return 0
         if len(self.points) == 1 or self.points[-1][1] <= seconds and self._slope(-2) == 0:

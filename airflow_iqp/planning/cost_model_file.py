@@ -12,15 +12,18 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_iqp.constants import ExecutionPath, JobKind
 from airflow_iqp.planning.cost import PiecewiseLinearCost
 
-PATHS = ("in_process", "spark_submit")
+PATHS = tuple(p.value for p in ExecutionPath)  # as the file's `paths` keys and the CLI's choices spell them
 
 
 @dataclass(frozen=True)
 class FittedCostModel:
+    """One execution path's fitted partial and merge models, and the file they came from."""
+
     query: str
-    path: str
+    path: ExecutionPath
     partial: PiecewiseLinearCost
     merge: PiecewiseLinearCost
     source: Path
@@ -35,25 +38,29 @@ def _model(section: object, where: str) -> PiecewiseLinearCost:
         raise ValueError(f"{where}: {err}") from None
 
 
-def load_cost_model(path: str | Path, execution_path: str = "spark_submit") -> FittedCostModel:
+def load_cost_model(
+    path: str | Path, execution_path: ExecutionPath | str = ExecutionPath.SPARK_SUBMIT
+) -> FittedCostModel:
     """Read one fitted cost model; every problem names the file and the field to fix."""
     path = Path(path)
-    if execution_path not in PATHS:
-        raise ValueError(f"execution path must be one of {', '.join(PATHS)}, got {execution_path!r}")
+    try:
+        checked = ExecutionPath(execution_path)
+    except ValueError:
+        raise ValueError(f"execution path must be one of {', '.join(PATHS)}, got {execution_path!r}") from None
     try:
         document = json.loads(path.read_text())
     except FileNotFoundError:
         raise ValueError(f"cost model {path} does not exist") from None
     except json.JSONDecodeError as err:
         raise ValueError(f"cost model {path} is not valid JSON: {err}") from None
-    fitted = document.get("paths", {}).get(execution_path) if isinstance(document, dict) else None
+    fitted = document.get("paths", {}).get(checked.value) if isinstance(document, dict) else None
     if not isinstance(fitted, dict):
-        raise ValueError(f"cost model {path} has no paths.{execution_path} section")
-    where = f"cost model {path} paths.{execution_path}"
+        raise ValueError(f"cost model {path} has no paths.{checked.value} section")
+    where = f"cost model {path} paths.{checked.value}"
     return FittedCostModel(
         query=str(document.get("query", path.stem)),
-        path=execution_path,
-        partial=_model(fitted.get("partial"), f"{where}.partial"),
-        merge=_model(fitted.get("merge"), f"{where}.merge"),
+        path=checked,
+        partial=_model(fitted.get(JobKind.PARTIAL.value), f"{where}.{JobKind.PARTIAL.value}"),
+        merge=_model(fitted.get(JobKind.MERGE.value), f"{where}.{JobKind.MERGE.value}"),
         source=path,
     )

@@ -15,8 +15,13 @@ deadline is declared unmeetable.
 
 from __future__ import annotations
 
-from airflow_iqp.planning.plan import Batch, Plan
-from airflow_iqp.planning.window import Window, latest_start
+from typing import TYPE_CHECKING
+
+from airflow_iqp.planning.plan import Batch
+from airflow_iqp.planning.window import latest_start
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.window import Window
 
 
 def backward(window: Window, bound: float) -> list[Batch] | None:
@@ -100,11 +105,3 @@ def earliest_finishes(window: Window) -> list[tuple[float, list[int]]]:
             j = i
         results.append((finish[k][n] + window.agg(k), sizes[::-1]))
     return results
-
-
-def greedy_plan(window: Window, deadline: float) -> Plan | None:
-    batches = plan_greedy(window, deadline)
-    return None if batches is None else window.plan(batches, deadline, "greedy")
-
-
-__all__ = ["backward", "plan_greedy", "greedy_plan", "Plan"]

@@ -14,15 +14,19 @@ import math
 from dataclasses import dataclass
 
 from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost, largest_fitting
+from airflow_iqp.validation import number, whole_number
 
 
 @dataclass(frozen=True)
 class MinBatch:
+    """The smallest batch size within alpha (and tau_max), and what batching at it costs."""
+
     size: int
     cost_ratio: float  # batched cost (with merge) over the single-batch cost
     alpha_met: bool
 
     def batches(self, total: int) -> int:
+        """Batches of this size that `total` tuples make."""
         return -(-total // self.size)
 
 
@@ -46,7 +50,7 @@ class _BatchedCost:
         for r in self.ranges:
             if r[0] <= n <= r[1]:
                 return r
-        raise AssertionError(f"no cost range holds {n}")
+        raise ValueError(f"no cost range holds {n}: ranges cover 1..{self.total} only")
 
     def lower_bound(self, b: int) -> float:
         """N times the least per-tuple cost of any batch up to b, plus the merge: never above
@@ -102,12 +106,12 @@ def min_batch_size(
     alpha: float,
     tau_max: float,
 ) -> MinBatch:
-    if isinstance(total, bool) or not isinstance(total, int) or total < 1:
-        raise ValueError(f"total must be a whole number of tuples >= 1, got {total!r}")
-    if not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha < 0:
-        raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
-    if not isinstance(tau_max, int | float) or math.isnan(tau_max):
-        raise ValueError(f"tau_max must be a number of seconds, got {tau_max!r}")
+    """MinBatchSize: the smallest b within (1 + alpha) of one batch whose cost fits tau_max; if none
+    is within alpha, the largest b that fits tau_max, with `alpha_met` False.
+    """
+    total = whole_number(total, "total", minimum=1)
+    alpha = number(alpha, "alpha", minimum=0)
+    tau_max = number(tau_max, "tau_max")
     if cost.cost(1) > tau_max:
         raise ValueError(
             f"tau_max ({tau_max:g} s) is below the cost of a single tuple ({cost.cost(1):g} s): no batch fits"

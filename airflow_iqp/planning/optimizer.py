@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ortools.linear_solver import pywraplp
+from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]  # ortools ships no py.typed marker
 
 from airflow_iqp.planning.arrival import FixedRateArrival, StepArrival
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
@@ -67,6 +67,8 @@ class BatchOptimizer:
         if not isinstance(window.arrival, FixedRateArrival | StepArrival):
             raise ValueError(f"method='mip' does not know arrival curve {type(window.arrival).__name__}")
         self.window = window
+        self.cost: LinearCost | PiecewiseLinearCost = window.cost  # narrowed by the checks above
+        self.arrival: FixedRateArrival | StepArrival = window.arrival
         # Times are shifted to start at the first arrival: epoch-sized numbers would eat the
         # solver's absolute tolerances.
         self.origin = window.arrival.first_arrival
@@ -107,7 +109,7 @@ class BatchOptimizer:
         return _Model(solver, sizes, sum(durations), sum(prefix[:-1]))
 
     def _cost_expr(self, solver: pywraplp.Solver, x: pywraplp.Variable, big: int, i: int) -> pywraplp.LinearExpr:
-        cost = self.window.cost
+        cost = self.cost
         if isinstance(cost, LinearCost):
             return cost.overhead + cost.per_tuple * x
         pieces = [(lo, min(hi, big), a, b) for lo, hi, a, b in cost.segments(big)]
@@ -121,7 +123,7 @@ class BatchOptimizer:
         return sum(a * y + b * z for y, z, (_, _, a, b) in zip(chosen, amount, pieces))
 
     def _release(self, solver: pywraplp.Solver, start: pywraplp.Variable, arrived: pywraplp.LinearExpr, i: int) -> None:
-        arrival = self.window.arrival
+        arrival = self.arrival
         if isinstance(arrival, FixedRateArrival):
             solver.Add(start >= arrival.start - self.origin + (arrived - 1) * arrival.gap)
             return
@@ -168,7 +170,7 @@ class BatchOptimizer:
         for batches in range(1, self.window.total + 1):
             if self.lower_bound(batches) > best_cost * (1 + _COST_TOLERANCE):
                 break
-            if isinstance(self.window.cost, LinearCost) and best is not None:
+            if isinstance(self.cost, LinearCost) and best is not None:
                 break  # linear cost grows with every batch: the first feasible n is cheapest
             plan = self.best_for(batches, deadline)
             if plan is None:

@@ -18,10 +18,12 @@ class Batch:
 
     @property
     def last(self) -> int:
+        """Number of the batch's newest tuple."""
         return self.first + self.size - 1
 
     @property
     def end(self) -> float:
+        """When the job ends."""
         return self.start + self.cost
 
 
@@ -35,11 +37,14 @@ class Merge:
 
     @property
     def end(self) -> float:
+        """When the job ends."""
         return self.start + self.cost
 
 
 @dataclass(frozen=True)
 class Plan:
+    """A window's batches and merge against a deadline; infeasible plans carry the reason."""
+
     batches: list[Batch]
     merge: Merge | None
     deadline: float
@@ -51,11 +56,13 @@ class Plan:
 
     @property
     def total_cost(self) -> float:
+        """Seconds of every job of the plan, merge included."""
         costs = [b.cost for b in self.batches] + ([self.merge.cost] if self.merge else [])
         return math.fsum(costs)
 
     @property
     def finish(self) -> float:
+        """When the last job ends (minus infinity for an empty plan)."""
         if self.merge:
             return self.merge.end
         return self.batches[-1].end if self.batches else -math.inf

@@ -10,6 +10,7 @@ from airflow_iqp.planning.greedy import EXACT_SEARCH_LIMIT, earliest_finishes, p
 from airflow_iqp.planning.optimizer import BatchOptimizer
 from airflow_iqp.planning.plan import Batch, Plan
 from airflow_iqp.planning.window import Window
+from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
     from airflow_iqp.planning.cost import CostModel
@@ -18,27 +19,18 @@ METHODS = ("greedy", "mip")
 
 
 def _check(total: int, arrival: ArrivalCurve, window_end: float, deadline: float, method: str) -> int:
-    if (
-        isinstance(total, bool)
-        or not isinstance(total, int | float)
-        or isinstance(total, float)
-        and not total.is_integer()
-    ):
-        raise ValueError(f"total must be a whole number of tuples, got {total!r}")
-    if total < 0:
-        raise ValueError(f"total must be >= 0, got {total}")
+    total = whole_number(total, "total", minimum=0)
     if not isinstance(arrival, ArrivalCurve):
         raise ValueError(f"arrival must be an ArrivalCurve, got {type(arrival).__name__}")
     if total > arrival.total:
         raise ValueError(f"total ({total}) is more than the arrival curve delivers ({arrival.total})")
-    for name, value in (("window_end", window_end), ("deadline", deadline)):
-        if not isinstance(value, int | float) or not math.isfinite(value):
-            raise ValueError(f"{name} must be a finite number, got {value!r}")
+    number(window_end, "window_end")
+    deadline = number(deadline, "deadline")
     if total and deadline < arrival.first_arrival:
         raise ValueError(f"deadline ({deadline:g}) is before the first arrival ({arrival.first_arrival:g})")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    return int(total)
+    return total
 
 
 def _plan_batches(window: Window, deadline: float, method: str) -> list[Batch] | None:
@@ -90,7 +82,8 @@ def plan_single_query(
         return window.plan(batches, deadline, method)
     earliest = earliest_deadline(window, deadline)
     batches = _plan_batches(window, earliest, method) or plan_greedy(window, earliest)
-    assert batches is not None, "the earliest feasible deadline is feasible by construction"
+    if batches is None:  # earliest_deadline returns a deadline plan_greedy meets
+        raise RuntimeError(f"no plan meets the earliest feasible deadline {earliest!r}: a bug in earliest_deadline")
     reason = (
         f"deadline {deadline:g} is {earliest - deadline:.6g} s too early: the {total} tuples "
         f"cannot all be processed and merged by then; the earliest feasible deadline is {earliest:.6g}"

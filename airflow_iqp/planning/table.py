@@ -9,6 +9,7 @@ if TYPE_CHECKING:
 
 
 def format_plan(plan: Plan, title: str = "") -> str:
+    """One row per batch and the merge, then whether the deadline holds and why not."""
     rows = [("batch", "tuples", "first..last", "release", "start", "end", "cost s")]
     for i, b in enumerate(plan.batches, 1):
         rows.append(

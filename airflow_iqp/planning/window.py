@@ -29,6 +29,8 @@ def latest_start(bound: float, seconds: float) -> float:
 
 @dataclass(frozen=True)
 class Window:
+    """The planners' view of one window: its tuples, their arrival, and what batches and merge cost."""
+
     total: int
     arrival: ArrivalCurve
     window_end: float
@@ -65,12 +67,29 @@ class Window:
             bound = start
         return batches[::-1]
 
-    def plan(self, batches: list[Batch], deadline: float, method: str, **outcome: object) -> Plan:
+    def plan(
+        self,
+        batches: list[Batch],
+        deadline: float,
+        method: str,
+        *,
+        feasible: bool = True,
+        reason: str | None = None,
+        earliest_deadline: float | None = None,
+    ) -> Plan:
         """A Plan of these batches, the merge running as soon as the last batch ends."""
         merge = None
         if len(batches) > 1:
             merge = Merge(len(batches), batches[-1].end, self.agg(len(batches)))
-        return Plan(batches, merge, deadline, method=method, **outcome)  # type: ignore[arg-type]
+        return Plan(
+            batches,
+            merge,
+            deadline,
+            feasible=feasible,
+            reason=reason,
+            earliest_deadline=earliest_deadline,
+            method=method,
+        )
 
     def single_batch_finish(self) -> float:
         """Finish of one batch of everything, started when the window closes: always possible."""

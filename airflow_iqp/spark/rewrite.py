@@ -17,12 +17,12 @@ if TYPE_CHECKING:
 DIALECT = "spark"
 
 
-def _unqualified_tables(tree: exp.Expression) -> list[exp.Table]:
+def _unqualified_tables(tree: exp.Expr) -> list[exp.Table]:
     """Tables named without database or catalog: the only ones a temporary view can stand for."""
     return [t for t in tree.find_all(exp.Table) if not t.args.get("db") and not t.args.get("catalog")]
 
 
-def _cte_names(tree: exp.Expression) -> set[str]:
+def _cte_names(tree: exp.Expr) -> set[str]:
     return {cte.alias.lower() for cte in tree.find_all(exp.CTE)}
 
 

@@ -22,12 +22,27 @@ if TYPE_CHECKING:
 
 
 class Decomposition(Protocol):
-    """What this module needs of `airflow_iqp.sql.Decomposition`."""
+    """What this module needs of `airflow_iqp.sql.Decomposition` (read-only, as it is frozen)."""
 
-    partial_sql: str
-    merge_sql: str
-    partials_view: str
-    streams: Sequence[str]
+    @property
+    def partial_sql(self) -> str:
+        """The per-batch query."""
+        ...
+
+    @property
+    def merge_sql(self) -> str:
+        """The query over the union of all partials."""
+        ...
+
+    @property
+    def partials_view(self) -> str:
+        """The table name `merge_sql` reads the partials from."""
+        ...
+
+    @property
+    def streams(self) -> Sequence[str]:
+        """The stream tables a batch gives rows of."""
+        ...
 
 
 @contextmanager

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from airflow_iqp.sql.decompose import PARTIALS_VIEW, Decomposition, decompose
-from airflow_iqp.sql.errors import UnsupportedQuery
 from airflow_iqp.sql.parsing import parse_query, table_names
 
-__all__ = ["PARTIALS_VIEW", "Decomposition", "UnsupportedQuery", "decompose", "parse_query", "table_names"]
+__all__ = ["PARTIALS_VIEW", "Decomposition", "decompose", "parse_query", "table_names"]

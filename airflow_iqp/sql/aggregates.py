@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from airflow_iqp.sql.errors import UnsupportedQuery
+from airflow_iqp.exceptions import UnsupportedQuery
 
 _MERGEABLE = "cannot be merged exactly across batches"
 _SUPPORTED = (exp.Sum, exp.Count, exp.Min, exp.Max, exp.Avg)
 
 
-def aggregate_unit(agg: exp.AggFunc) -> exp.Expression:
+def aggregate_unit(agg: exp.AggFunc) -> exp.Expr:
     """The node that stands for one aggregate: the function, or its FILTER (WHERE ...) wrapper."""
     return agg.parent if isinstance(agg.parent, exp.Filter) else agg
 
@@ -27,11 +27,11 @@ def check_mergeable(agg: exp.AggFunc) -> None:
         raise UnsupportedQuery(f"nested aggregate {agg.sql('spark')} {_MERGEABLE}")
 
 
-def partial_parts(unit: exp.Expression) -> list[exp.Expression]:
+def partial_parts(unit: exp.Expr) -> list[exp.Expr]:
     """Partial aggregates to compute per batch; AVG travels as its SUM and COUNT."""
     agg = unit.this if isinstance(unit, exp.Filter) else unit
     if isinstance(agg, exp.Avg):
-        pieces: list[exp.Expression] = [
+        pieces: list[exp.Expr] = [
             exp.Sum(this=agg.this.copy()),
             exp.Count(this=agg.this.copy()),
         ]
@@ -42,7 +42,7 @@ def partial_parts(unit: exp.Expression) -> list[exp.Expression]:
     return pieces
 
 
-def merge_expression(unit: exp.Expression, columns: list[str]) -> exp.Expression:
+def merge_expression(unit: exp.Expr, columns: list[str]) -> exp.Expr:
     """Combine the partial columns of one aggregate (rules in the docstring of decompose)."""
     agg = unit.this if isinstance(unit, exp.Filter) else unit
     cols = [exp.column(c) for c in columns]

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
+from airflow_iqp.exceptions import UnsupportedQuery
 from airflow_iqp.sql.aggregates import aggregate_unit, check_mergeable, merge_expression, partial_parts
-from airflow_iqp.sql.errors import UnsupportedQuery
 from airflow_iqp.sql.parsing import DIALECT, parse_query
 from airflow_iqp.sql.streams import StreamScope, check_splittable
 
@@ -69,7 +69,7 @@ def decompose(sql: str, streams: Iterable[str]) -> Decomposition:
     )
 
 
-def _group_keys(tree: exp.Select) -> list[exp.Expression]:
+def _group_keys(tree: exp.Select) -> list[exp.Expr]:
     """GROUP BY items with ordinals and select-list aliases replaced by the expressions they name."""
     group = tree.args.get("group")
     if group is None:
@@ -97,12 +97,12 @@ def _group_keys(tree: exp.Select) -> list[exp.Expression]:
     return keys
 
 
-def _clauses(tree: exp.Select) -> list[exp.Expression]:
+def _clauses(tree: exp.Select) -> list[exp.Expr]:
     """The parts of the outermost SELECT that are evaluated after grouping."""
     return [*tree.expressions, *(tree.args[k] for k in ("having", "order") if tree.args.get(k))]
 
 
-def _aggregate_units(tree: exp.Select) -> list[exp.Expression]:
+def _aggregate_units(tree: exp.Select) -> list[exp.Expr]:
     """Aggregates of the outermost SELECT (not of its subqueries), each checked to be mergeable."""
     units = []
     for clause in _clauses(tree):
@@ -119,9 +119,9 @@ def _aggregate_units(tree: exp.Select) -> list[exp.Expression]:
     return units
 
 
-def _partial_columns(units: list[exp.Expression]) -> tuple[list[exp.Expression], dict[str, list[str]]]:
+def _partial_columns(units: list[exp.Expr]) -> tuple[list[exp.Expr], dict[str, list[str]]]:
     """Partial aggregate columns (identical ones shared) and, per aggregate's SQL, its column names."""
-    columns: dict[str, exp.Expression] = {}
+    columns: dict[str, exp.Expr] = {}
     of_unit: dict[str, list[str]] = {}
     for unit in units:
         names = []
@@ -134,7 +134,7 @@ def _partial_columns(units: list[exp.Expression]) -> tuple[list[exp.Expression],
     return list(columns.values()), of_unit
 
 
-def _partial_query(tree: exp.Select, keys: list[exp.Expression], columns: list[exp.Expression]) -> exp.Select:
+def _partial_query(tree: exp.Select, keys: list[exp.Expr], columns: list[exp.Expr]) -> exp.Select:
     """Same FROM / WHERE as the query, grouped by its keys, without HAVING, ORDER BY or LIMIT."""
     partial = tree.copy()
     keyed = [exp.alias_(k.copy(), f"_k{i}") for i, k in enumerate(keys)]
@@ -146,11 +146,11 @@ def _partial_query(tree: exp.Select, keys: list[exp.Expression], columns: list[e
 
 
 def _merge_query(
-    tree: exp.Select, keys: list[exp.Expression], of_unit: dict[str, list[str]]
+    tree: exp.Select, keys: list[exp.Expr], of_unit: dict[str, list[str]]
 ) -> tuple[exp.Select, tuple[str, ...]]:
     """Re-group the partials by key and put the query's own expressions on the merged values."""
 
-    def rewrite(node: exp.Expression) -> exp.Expression:
+    def rewrite(node: exp.Expr) -> exp.Expr:
         if isinstance(node, (exp.AggFunc, exp.Filter)) and node.sql(DIALECT) in of_unit:
             return merge_expression(node, of_unit[node.sql(DIALECT)])
         index = _key_index(node, keys)
@@ -176,7 +176,7 @@ def _merge_query(
     return merge, names
 
 
-def _key_index(node: exp.Expression, keys: list[exp.Expression]) -> int | None:
+def _key_index(node: exp.Expr, keys: list[exp.Expr]) -> int | None:
     """Which GROUP BY key node is, matching columns by name when one side has no qualifier."""
     for i, key in enumerate(keys):
         if isinstance(key, exp.Literal):
@@ -189,14 +189,14 @@ def _key_index(node: exp.Expression, keys: list[exp.Expression]) -> int | None:
     return None
 
 
-def _output_name(item: exp.Expression, position: int) -> str:
+def _output_name(item: exp.Expr, position: int) -> str:
     """Alias or column name; an unnamed expression becomes _c<position>, as Hive names it."""
     if isinstance(item, (exp.Alias, exp.Column)):
         return item.alias_or_name
     return f"_c{position}"
 
 
-def _check_resolved(clause: exp.Expression, allowed: set[str]) -> None:
+def _check_resolved(clause: exp.Expr, allowed: set[str]) -> None:
     """Every column left in the merge must be a partial column or an output alias."""
     for column in clause.find_all(exp.Column):
         if not column.table and column.name in allowed:

@@ -21,12 +21,12 @@ def parse_query(sql: str) -> exp.Query:
     return statements[0]
 
 
-def cte_names(tree: exp.Expression) -> set[str]:
+def cte_names(tree: exp.Expr) -> set[str]:
     """Names bound by WITH anywhere in the tree: a table reference to one is not a real table."""
     return {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
 
 
-def table_names(tree: exp.Expression) -> set[str]:
+def table_names(tree: exp.Expr) -> set[str]:
     """Lower-cased names of the real tables a query reads (CTE references excluded)."""
     ctes = cte_names(tree)
     return {t.name.lower() for t in tree.find_all(exp.Table) if t.name.lower() not in ctes}

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from airflow_iqp.sql.errors import UnsupportedQuery
+from airflow_iqp.exceptions import UnsupportedQuery
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -28,7 +28,7 @@ class StreamScope:
         self.streams = streams
         self._ctes = {cte.alias_or_name.lower(): cte.this for cte in tree.find_all(exp.CTE)}
 
-    def streams_read(self, node: exp.Expression) -> set[str]:
+    def streams_read(self, node: exp.Expr) -> set[str]:
         """Stream tables read anywhere under node, through CTEs too."""
         found: set[str] = set()
         for table in node.find_all(exp.Table):
@@ -39,7 +39,7 @@ class StreamScope:
                 found.add(name)
         return found
 
-    def feeds_rows(self, source: exp.Expression) -> bool:
+    def feeds_rows(self, source: exp.Expr) -> bool:
         """True when every row of this FROM source comes from a stream row (so splits by batch)."""
         if isinstance(source, exp.Table):
             name = source.name.lower()
@@ -115,7 +115,7 @@ def _check_inner(query: exp.Query, read: list[str]) -> None:
             raise UnsupportedQuery(f"{name} {where} {_MERGEABLE}")
 
 
-def _context(query: exp.Expression) -> str:
+def _context(query: exp.Expr) -> str:
     """Say where an inner query sits, for error messages."""
     node = query.parent
     while node is not None and not isinstance(node, exp.Select):

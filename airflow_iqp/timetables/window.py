@@ -45,6 +45,7 @@ class WindowTimetable(Timetable):
 
     @property
     def summary(self) -> str:
+        """Shown in the UI's schedule column."""
         return f"windows of {self.window}"
 
     def __eq__(self, other: object) -> bool:
@@ -67,6 +68,7 @@ class WindowTimetable(Timetable):
         return window.start if window.start == at else window.end
 
     def infer_manual_data_interval(self, *, run_after: DateTime) -> DataInterval:
+        """A manual run processes the window its run_after falls in."""
         return self.window_containing(run_after)
 
     def next_dagrun_info(
@@ -75,6 +77,7 @@ class WindowTimetable(Timetable):
         last_automated_data_interval: DataInterval | None,
         restriction: TimeRestriction,
     ) -> DagRunInfo | None:
+        """The next window to start, aligned to the origin; a missed window is skipped unless catchup is on."""
         candidates: list[DateTime] = []
         if last_automated_data_interval is not None:
             # Aligned again in case the window changed since the last run.
@@ -107,8 +110,10 @@ class WindowTimetable(Timetable):
         return run_type.generate_run_id(suffix=suffix)
 
     def serialize(self) -> dict[str, Any]:
+        """Plain values for the serialized DAG."""
         return {"window_seconds": self.window.total_seconds(), "origin": self.origin.isoformat()}
 
     @classmethod
     def deserialize(cls, data: dict[str, Any]) -> WindowTimetable:
+        """The timetable `serialize` described."""
         return cls(timedelta(seconds=data["window_seconds"]), datetime.fromisoformat(data["origin"]))

@@ -13,29 +13,34 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import session_scope
-from airflow_iqp.slots import SlotSpec, decide
+from airflow_iqp.slots import SlotAction, SlotSpec, decide
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 
 class BatchReadyTrigger(BaseTrigger):
+    """Fires when `slots.decide` tells the slot to run or to skip."""
+
     def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ has no annotations
         self.spec = spec
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {"spec": self.spec, "poll_interval": self.poll_interval},
         )
 
-    def look(self) -> str:
+    def look(self) -> SlotAction:
+        """What the slot may do now."""
         with session_scope(read_only=True) as session:
             return decide(session, SlotSpec(**self.spec), time.time()).action
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        while (action := await asyncio.to_thread(self.look)) == "wait":
+        """Poll on wall-clock multiples of the interval while the slot must wait."""
+        while (action := await asyncio.to_thread(self.look)) is SlotAction.WAIT:
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
-        yield TriggerEvent({"action": action})
+        yield TriggerEvent({"action": action.value})  # type: ignore[no-untyped-call]  # TriggerEvent has none

@@ -11,46 +11,54 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_iqp.constants import Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+GRANT_DUE: Final = "dispatch"  # the event's state when the task should come back and run the grant
+
 
 class GrantTrigger(BaseTrigger):
-    def __init__(self, request_id: int, policy: str, resources: int, poll_interval: float = 1.0) -> None:
-        super().__init__()
+    """Polls the request's state and whether the policy would grant it now."""
+
+    def __init__(self, request_id: int, policy: Policy | str, resources: int, poll_interval: float = 1.0) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ has no annotations
         self.request_id = request_id
-        self.policy = policy
+        self.policy = Policy(policy)  # a plain string after a round trip through the trigger's kwargs
         self.resources = resources
         self.poll_interval = poll_interval
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
             {
                 "request_id": self.request_id,
-                "policy": self.policy,
+                "policy": self.policy.value,
                 "resources": self.resources,
                 "poll_interval": self.poll_interval,
             },
         )
 
-    def look(self) -> str | None:
-        """'granted', 'released' or 'expired' once decided, 'dispatch' when a grant is due, else None."""
+    def look(self) -> RequestState | Literal["dispatch"] | None:
+        """The request's state once decided, GRANT_DUE when a grant is due, else None."""
         now = datetime.now(UTC)
         with session_scope(read_only=True) as session:
-            state = dispatch.status(session, self.request_id).state
-            if state != "waiting":
+            state = RequestState(dispatch.status(session, self.request_id).state)
+            if state != RequestState.WAITING:
                 return state
             due = dispatch.would_grant(session, policy=self.policy, resources=self.resources, now=now)
-        return "dispatch" if self.request_id in due else None
+        return GRANT_DUE if self.request_id in due else None
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll on wall-clock multiples of the interval until `look` has news."""
         while (seen := await asyncio.to_thread(self.look)) is None:
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
-        yield TriggerEvent({"request_id": self.request_id, "state": seen})
+        event = {"request_id": self.request_id, "state": str(seen)}
+        yield TriggerEvent(event)  # type: ignore[no-untyped-call]  # TriggerEvent.__init__ has no annotations

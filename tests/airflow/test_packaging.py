@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,9 +72,12 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comple
     return done
 
 
-def _json(output: str) -> list[dict]:
+def _json(output: str) -> list[dict[str, Any]]:
     """The JSON list in stdout, which is one line among Airflow's log lines."""
-    return json.loads(next(line for line in output.splitlines() if line.startswith(("[{", "[]"))))
+    found: list[dict[str, Any]] = json.loads(
+        next(line for line in output.splitlines() if line.startswith(("[{", "[]")))
+    )
+    return found
 
 
 def test_plugin_registers_the_window_timetable(cli: dict[str, subprocess.CompletedProcess[str]]) -> None:

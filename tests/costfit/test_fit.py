@@ -4,17 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
+from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.costfit.fit import fit_piecewise, pool_adjacent_violators
 from airflow_iqp.costfit.measure import Measurements, Plan, measure
 from airflow_iqp.costfit.model import write_model
 from airflow_iqp.planning.cost_model_file import PATHS, load_cost_model
 from airflow_iqp.queries import list_queries
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 COST_MODELS = Path(__file__).resolve().parents[2] / "cost_models"
+IN_PROCESS, SPARK_SUBMIT = ExecutionPath.IN_PROCESS, ExecutionPath.SPARK_SUBMIT
 
 
 def knee(x: np.ndarray) -> np.ndarray:
@@ -67,7 +73,7 @@ def synthetic(scale: float) -> Measurements:
 
 def test_written_model_loads_for_both_paths(tmp_path: Path) -> None:
     path = tmp_path / "q3.json"
-    write_model(path, "q3", 0.01, 32, {"in_process": synthetic(1.0), "spark_submit": synthetic(5.0)})
+    write_model(path, "q3", 0.01, 32, {IN_PROCESS: synthetic(1.0), SPARK_SUBMIT: synthetic(5.0)})
     document = json.loads(path.read_text())
     assert document["unit"] == "rows"
     assert document["scale"] == 0.01
@@ -84,15 +90,15 @@ def test_written_model_loads_for_both_paths(tmp_path: Path) -> None:
 
 def test_refitting_one_path_keeps_the_other(tmp_path: Path) -> None:
     path = tmp_path / "q3.json"
-    write_model(path, "q3", 0.01, 32, {"in_process": synthetic(1.0), "spark_submit": synthetic(5.0)})
+    write_model(path, "q3", 0.01, 32, {IN_PROCESS: synthetic(1.0), SPARK_SUBMIT: synthetic(5.0)})
     before = json.loads(path.read_text())["paths"]["spark_submit"]
-    write_model(path, "q3", 0.01, 32, {"in_process": synthetic(2.0)})
+    write_model(path, "q3", 0.01, 32, {IN_PROCESS: synthetic(2.0)})
     assert json.loads(path.read_text())["paths"]["spark_submit"] == before
-    write_model(path, "q3", 0.1, 32, {"in_process": synthetic(2.0)})  # another scale: old paths are stale
+    write_model(path, "q3", 0.1, 32, {IN_PROCESS: synthetic(2.0)})  # another scale: old paths are stale
     assert set(json.loads(path.read_text())["paths"]) == {"in_process"}
 
 
-def test_real_in_process_measurement(spark: pyspark.sql.SparkSession, tmp_path: Path) -> None:  # noqa: F821
+def test_real_in_process_measurement(spark: SparkSession, tmp_path: Path) -> None:
     """Two one-file batches and their merge: three real jobs, the least that exercises a split."""
     from airflow_iqp.costfit.batches import Dataset
     from airflow_iqp.costfit.runners import InProcessRunner
@@ -108,7 +114,7 @@ def test_real_in_process_measurement(spark: pyspark.sql.SparkSession, tmp_path: 
     assert sum(p["tuples"] for p in measured.partial) == sum(f.rows for f in data.manifest.streams["lineitem"])
     assert list(measured.split_totals()) == [2]
     assert measured.split_totals()[2] > 0
-    write_model(tmp_path / "q6.json", "q6", 0.001, 2, {"in_process": measured})
+    write_model(tmp_path / "q6.json", "q6", 0.001, 2, {IN_PROCESS: measured})
     model = load_cost_model(tmp_path / "q6.json", "in_process")
     assert model.partial.cost(measured.partial[0]["tuples"]) > 0
     assert model.merge.cost(2) > 0

@@ -19,6 +19,8 @@ from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest, part_name
 if TYPE_CHECKING:
     from pathlib import Path
 
+    import pyarrow as pa
+
 FILES = 7
 
 
@@ -39,7 +41,7 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return raw
 
 
-def read_stream(root: Path, stream: str, index: int):
+def read_stream(root: Path, stream: str, index: int) -> pa.Table:
     return pq.read_table(root / "stream" / stream / part_name(index))
 
 
@@ -56,8 +58,8 @@ def test_each_order_shares_its_file_index_with_all_its_lineitems(generated: Path
 
 
 def test_order_key_ranges_follow_file_order(generated: Path) -> None:
-    ranges = [pc.min_max(read_stream(generated, "orders", i)["o_orderkey"]).as_py() for i in range(FILES)]
-    assert all(a["max"] < b["min"] for a, b in zip(ranges, ranges[1:]))
+    ranges = [pc.min_max(read_stream(generated, "orders", i)["o_orderkey"]) for i in range(FILES)]
+    assert all(a["max"].as_py() < b["min"].as_py() for a, b in zip(ranges, ranges[1:]))
 
 
 def test_rows_equal_the_source_tables(generated: Path, source: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode
 from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
 from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
 from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
@@ -38,7 +38,7 @@ def test_format_table_aligns_text_left_and_numbers_right() -> None:
 def ledger(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with session_scope(url) as session:
-        store.register_query(session, "q6", "SELECT 1", mode="static", params={})
+        store.register_query(session, "q6", "SELECT 1", mode=Mode.STATIC, params={})
         window_id = store.record_plan(
             session,
             "q6",
@@ -50,14 +50,16 @@ def ledger(tmp_path: Path) -> str:
             batches=[
                 {
                     "index": i,
-                    "first_tuple": f,
+                    "first_tuple": first,
                     "last_tuple": last,
-                    "release": at(r),
-                    "latest_start": at(s),
-                    "planned_start": at(s),
-                    "predicted_cost": c,
+                    "release": at(release),
+                    "latest_start": at(start),
+                    "planned_start": at(start),
+                    "predicted_cost": cost,
                 }
-                for i, (f, last, r, s, c) in enumerate([(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)])
+                for i, (first, last, release, start, cost) in enumerate(
+                    [(1, 81, 40, 75, 45.0), (82, 240, 119.5, 120, 65.0)]
+                )
             ],
             predicted_finish=at(210),
         )
@@ -67,7 +69,9 @@ def ledger(tmp_path: Path) -> str:
             store.finish_batch(
                 session, window_id, index, start, end, rows, (end - start).total_seconds(), f"/out/{index}"
             )
-        store.record_cost_observation(session, "q6", "spark_submit", "merge", 2, 20.0, observed_at=at(175))
+        store.record_cost_observation(
+            session, "q6", ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, 20.0, observed_at=at(175)
+        )
         store.record_merge(session, window_id, at(175), 1000, "/out/result")
     return url
 
@@ -205,11 +209,10 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
         row = window_row(session, "q6", START)
     assert row is not None
     assert not gave_up(row)
-    failed = replace(row.batches[0], status="failed", attempts=2)
-    assert gave_up(replace(row, batches=(failed,)))
-    window = END - START
-    assert next_window_start(START, window) == START
-    assert next_window_start(START + timedelta(seconds=1), window) == END
+    failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
+    assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
+    assert next_window_start(START) == START
+    assert next_window_start(START + timedelta(seconds=1)) == END
 
 
 def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> None:
@@ -217,7 +220,7 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
     from airflow_iqp.ledger import dispatch
 
     with session_scope(ledger) as session:
-        store.register_query(session, "q1", "SELECT 1", mode="static", params={})
+        store.register_query(session, "q1", "SELECT 1", mode=Mode.STATIC, params={})
         windows = {
             q: store.record_plan(session, q, END, END + timedelta(minutes=2), END + timedelta(seconds=d), 1, {}, [])
             for q, d in (("q6", 200), ("q1", 300))
@@ -227,9 +230,9 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
                 session,
                 window_id=w,
                 query=q,
-                kind="partial",
+                kind=JobKind.PARTIAL,
                 slot=0,
-                reason="min_batch",
+                reason=BatchReason.MIN_BATCH,
                 deadline=END + timedelta(seconds=d),
                 remaining_cost=10.0,
                 lease_seconds=60,

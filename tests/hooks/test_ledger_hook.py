@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import func, select
 
+from airflow_iqp.constants import Mode
+from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.hooks import LedgerHook
 from airflow_iqp.ledger import engine, ledger_url, store
 from airflow_iqp.ledger.models import Query
@@ -38,7 +40,7 @@ def test_extra_sqlalchemy_url_overrides_host(monkeypatch: pytest.MonkeyPatch) ->
 
 def test_an_iqp_connection_without_url_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_IQP_EMPTY", json.dumps({"conn_type": "iqp"}))
-    with pytest.raises(ValueError, match="no SQLAlchemy URL"):
+    with pytest.raises(InvalidSetting, match="no SQLAlchemy URL: set its host or its extra `sqlalchemy_url`"):
         LedgerHook("iqp_empty").get_url()
 
 
@@ -50,6 +52,6 @@ def test_sessions_reach_the_ledger_on_sqlite(ledger_file: str) -> None:
     hook = LedgerHook()
     assert hook.get_conn() is engine(ledger_file)
     with hook.session_scope() as session:
-        store.register_query(session, "q1", "SELECT 1", "partial_merge", {})
+        store.register_query(session, "q1", "SELECT 1", Mode.STATIC, {})
     with hook.session_scope() as session:
         assert session.scalar(select(func.count()).select_from(Query)) == 1

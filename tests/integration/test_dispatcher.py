@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import pytest
 from sqlalchemy import select
 
+from airflow_iqp.constants import BatchReason, BatchStatus, Policy, RequestState, WindowStatus
 from airflow_iqp.data.descriptor import load_descriptor
 from airflow_iqp.data.generate import generate
 from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, window_row, windows_table
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 WINDOW = timedelta(seconds=30)
 LEAD = timedelta(seconds=45)  # three Airflow processes start before the window opens
-POLICY = "edf"
+POLICY = Policy.EDF
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
 from airflow_iqp.dag import intermittent_query
@@ -114,26 +115,30 @@ def run_dags(envs: dict[str, AirflowEnv], start: datetime) -> None:
     logs = {dag_id: env.home / "dags_test.log" for dag_id, env in envs.items()}
     running = {
         dag_id: env.start_airflow(
-            "dags", "test", dag_id, start.isoformat(), log=logs[dag_id], AIRFLOW__IQP__POLICY=POLICY
+            "dags", "test", dag_id, start.isoformat(), log=logs[dag_id], AIRFLOW__IQP__POLICY=POLICY.value
         )
         for dag_id, env in envs.items()
     }
     for dag_id, process in running.items():
         code = process.wait(timeout=900)
         log = logs[dag_id].read_text()
-        assert code == 0 and "state=success" in log, f"{dag_id}:\n{log[-4000:]}"
+        assert code == 0, f"{dag_id}:\n{log[-4000:]}"
+        assert "state=success" in log, f"{dag_id}:\n{log[-4000:]}"
 
 
 def check_window(ledger: str, spark: SparkSession, query: str, start: datetime, landing: Path) -> store.WindowSummary:
     with session_scope(ledger) as session:
-        window = store.window_summary(session, store.window_id(session, query, start))
+        window_id = store.window_id(session, query, start)
+        assert window_id is not None, f"{query}: no window at {start}"
+        window = store.window_summary(session, window_id)
     stream = "lineitem"
     expected = window_paths(load_descriptor(landing), landing, stream, window.window_start, window.window_end)
-    done = [b for b in window.batches if b.status == "done"]
-    assert sorted(f for b in done for f in b.files[stream]) == expected, f"{query}: every file in exactly one batch"
-    assert window.status == "merged" and window.deadline_met, (
-        f"{query}: finished {window.actual_finish}, due {window.deadline}"
-    )
+    done = [b for b in window.batches if b.status == BatchStatus.DONE]
+    frozen = sorted(f for b in done for f in (b.files or {}).get(stream, []))
+    assert frozen == expected, f"{query}: every file in exactly one batch"
+    assert window.status == WindowStatus.MERGED, f"{query}: {window.status}"
+    assert window.deadline_met, f"{query}: finished {window.actual_finish}, due {window.deadline}"
+    assert window.result_location is not None
     _, differences = verify_window(
         spark, query, landing, window.window_start, window.window_end, window.result_location
     )
@@ -144,7 +149,7 @@ def check_window(ledger: str, spark: SparkSession, query: str, start: datetime, 
 def report(ledger: str, start: datetime, queries: list[str]) -> None:
     """The demo's tables, shown by `pytest -s`: what ran when, and who waited for whom."""
     with session_scope(ledger) as session:
-        rows = [window_row(session, query, start) for query in queries]
+        rows = [row for query in queries if (row := window_row(session, query, start)) is not None]
         granted = grant_rows(session, start - WINDOW)
     print(f"\n{windows_table(rows)}\n\n{batches_table(rows)}\n\n{grants_table(granted, start)}")
 
@@ -181,31 +186,44 @@ def test_three_queries_share_one_resource_in_policy_order(
     process, start = replay(stream, landing, speedup=2.0)
     try:
         run_dags(envs, start)
-        assert process.wait(timeout=120) == 0, process.stderr.read()
+        assert process.wait(timeout=120) == 0, process.communicate()[1]
     finally:
         process.kill()
 
     report(ledger, start, [query for query, _, _ in queries.values()])
     windows = {query: check_window(ledger, spark, query, start, landing) for query, _, _ in queries.values()}
-    assert len([b for b in windows["q6"].batches if b.status == "done"]) >= 2, "MinBatch should cut q6 in two or more"
-    assert {b.reason for b in windows["q6"].batches} <= {"min_batch", "all_in", "window_closed", "slow_input"}
+    assert len([b for b in windows["q6"].batches if b.status == BatchStatus.DONE]) >= 2, (
+        "MinBatch should cut q6 in two or more"
+    )
+    assert {b.reason for b in windows["q6"].batches} <= {
+        BatchReason.MIN_BATCH,
+        BatchReason.ALL_IN,
+        BatchReason.WINDOW_CLOSED,
+        BatchReason.SLOW_INPUT,
+    }
 
     # One job at a time: the leases never overlap, and every Spark batch ran inside its lease.
     granted = grants(ledger)
-    assert all(r.state == "released" and r.resource_id == 0 for r in granted)
-    for before, after in zip(granted, granted[1:]):
-        assert after.granted_at >= before.released_at, "two jobs held the one resource at once"
+    assert all(r.state == RequestState.RELEASED and r.resource_id == 0 for r in granted)
+    held = [(r.granted_at, r.released_at) for r in granted if r.granted_at is not None and r.released_at is not None]
+    assert len(held) == len(granted), "a granted request was never released"
+    for (_, released), (next_granted, _) in zip(held, held[1:]):
+        assert next_granted >= released, "two jobs held the one resource at once"
     for window in windows.values():
-        leases = [(r.granted_at, r.released_at) for r in granted if r.window_id == window.id]
-        assert len(leases) == sum(b.status == "done" for b in window.batches) + 1  # and the merge
+        leases = [lease for lease, r in zip(held, granted) if r.window_id == window.id]
+        assert len(leases) == sum(b.status == BatchStatus.DONE for b in window.batches) + 1  # and the merge
         for b in window.batches:
-            assert any(g <= b.actual_start and b.actual_end <= r for g, r in leases), f"{window.query} batch {b.index}"
+            began, ended = b.actual_start, b.actual_end
+            assert began is not None
+            assert ended is not None
+            assert any(g <= began and ended <= r for g, r in leases), f"{window.query} batch {b.index}"
 
     # Each grant went to the request the policy ranked first among those waiting; under EDF
     # the rank is the deadline.
     contested = 0
     for request in granted:
         ranking = request.ranking
+        assert ranking is not None
         assert ranking[0][0] == request.id
         assert ranking[0][2] == pytest.approx(request.deadline.timestamp())
         keys = [key for _, _, key in ranking]
@@ -234,7 +252,9 @@ def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
     window = check_window(ledger, spark, "q6", start, landing)
     min_batch = window.plan["min_batch"]
     first = window.batches[0]
-    assert first.reason == "slow_input", [(b.index, b.reason) for b in window.batches]
+    assert first.reason == BatchReason.SLOW_INPUT, [(b.index, b.reason) for b in window.batches]
+    assert first.files is not None
     assert len(first.files["lineitem"]) < min_batch
+    assert first.actual_start is not None
     assert first.actual_start < window.window_end, "the time-triggered batch fired inside the window"
     assert window.deadline_met

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_iqp.constants import BatchStatus, WindowStatus
 from airflow_iqp.data.descriptor import load_descriptor
 from airflow_iqp.data.generate import generate
 from airflow_iqp.data.manifest import part_name
@@ -27,7 +28,7 @@ from airflow_iqp.queries import load_query
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from pyspark.sql import Row, SparkSession
 
 WINDOW = timedelta(seconds=20)
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
@@ -114,7 +115,7 @@ def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> 
         (base / "dags_test.log").write_text(log)
         assert result.returncode == 0, log[-4000:]
         assert "state=success" in log, log[-4000:]
-        assert replay.wait(timeout=120) == 0, replay.stderr.read()
+        assert replay.wait(timeout=120) == 0, replay.communicate()[1]
     finally:
         replay.kill()
     with session_scope(env.ledger) as session:
@@ -123,7 +124,7 @@ def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> 
     return window_id, landing, work
 
 
-def single_pass(spark: SparkSession, stream: Path, landing: Path, files: list[str]) -> list:
+def single_pass(spark: SparkSession, stream: Path, landing: Path, files: list[str]) -> list[Row]:
     spark.read.parquet(*files).createOrReplaceTempView("lineitem")
     try:
         return spark.sql(load_query("q6").sql).collect()
@@ -141,18 +142,23 @@ def check_window(
         str(landing / "lineitem" / part_name(i))
         for i in descriptor.window_files(window.window_start, window.window_end)
     ]
-    done = [b for b in window.batches if b.status == "done"]
-    frozen = [f for b in done for f in b.files["lineitem"]]
+    done = [b for b in window.batches if b.status == BatchStatus.DONE]
+    frozen = [f for b in done for f in (b.files or {}).get("lineitem", [])]
     # Every file of the window in exactly one batch, in arrival order.
     assert frozen == expected
     assert len(done) >= 2, "the deadline was chosen to need two or more batches"
-    assert all(b.actual_start is not None and b.actual_cost > 0 for b in done)
-    assert sum(b.actual_tuples for b in done) == window.actual_tuples
+    for b in done:
+        assert b.actual_start is not None
+        assert b.actual_cost is not None
+        assert b.actual_cost > 0
+    assert sum(b.actual_tuples or 0 for b in done) == window.actual_tuples
     # The ledger holds the plan and the outcome.
-    assert window.status == "merged"
+    assert window.status == WindowStatus.MERGED
     assert window.predicted_finish is not None
+    assert window.actual_finish is not None
     assert window.deadline_met == (window.actual_finish <= window.deadline)
     # The result equals one Spark SQL pass over the same files.
+    assert window.result_location is not None
     result = pq.read_table(window.result_location).to_pylist()
     expected_rows = [r.asDict() for r in single_pass(spark, stream, landing, expected)]
     assert result == expected_rows
@@ -165,7 +171,7 @@ def test_q6_window_runs_in_batches_and_equals_single_pass(
 ) -> None:
     window_id, landing, _ = run_window(airflow_env, stream, "iqp_q6_window")
     window = check_window(airflow_env, spark, stream, window_id, landing)
-    assert all(b.attempts == 1 for b in window.batches if b.status == "done")
+    assert all(b.attempts == 1 for b in window.batches if b.status == BatchStatus.DONE)
     log = (airflow_env.home / "iqp_q6_window" / "dags_test.log").read_text()
     assert "running trigger in line" in log, "an early batch should have waited for its files in a trigger"
 
@@ -181,7 +187,10 @@ def test_failed_batch_is_retried_and_the_result_stays_exact(
     def first_batch_failed(start: datetime) -> bool:
         with session_scope(airflow_env.ledger) as session:
             window_id = store.window_id(session, "q6", start)
-            return window_id is not None and store.window_summary(session, window_id).batches[0].status == "failed"
+            return (
+                window_id is not None
+                and store.window_summary(session, window_id).batches[0].status == BatchStatus.FAILED
+            )
 
     def break_then_repair(landing: Path, start: datetime) -> None:
         descriptor = load_descriptor(landing)
@@ -204,6 +213,8 @@ def test_failed_batch_is_retried_and_the_result_stays_exact(
     window = check_window(airflow_env, spark, stream, window_id, landing)
     first = window.batches[0]
     assert first.attempts == 2
-    assert first.status == "done"
+    assert first.status == BatchStatus.DONE
+    assert first.output_location is not None
     outputs = sorted(p.name for p in Path(first.output_location).parent.iterdir() if p.is_dir())
-    assert outputs == sorted(Path(b.output_location).name for b in window.batches if b.status == "done") + ["result"]
+    done = [b.output_location for b in window.batches if b.status == BatchStatus.DONE and b.output_location]
+    assert outputs == [*sorted(Path(location).name for location in done), "result"]

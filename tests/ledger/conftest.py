@@ -40,7 +40,8 @@ def _as_cluster_owner(*command: str) -> list[str]:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 @pytest.fixture(scope="session")

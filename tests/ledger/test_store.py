@@ -9,19 +9,25 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import func, inspect, select
-from sqlalchemy.exc import StatementError
+from sqlalchemy import func, inspect, select, text
+from sqlalchemy.exc import IntegrityError, StatementError
 
 from airflow_iqp.cli import main
+from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, WindowStatus
+from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
+from airflow_iqp.ledger.engine import MIGRATIONS
 from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Window
 
 if TYPE_CHECKING:
     from pathlib import Path
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+HEAD = "0003"
 FILES = {"orders": ["orders/0000.parquet", "orders/0001.parquet"], "lineitem": ["lineitem/0000.parquet"]}
 
 
@@ -42,7 +48,7 @@ def _batches(ranges: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
 
 def _planned_window(url: str, ranges: tuple[tuple[int, int], ...] = ((1, 6), (7, 10))) -> int:
     with session_scope(url) as s:
-        store.register_query(s, "q1", "SELECT 1", "partial_merge", {"region": "ASIA"})
+        store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {"region": "ASIA"})
         return store.record_plan(
             s,
             "q1",
@@ -61,7 +67,7 @@ def test_migration_creates_all_tables_and_matches_the_models(
 ) -> None:
     assert main(["db", "migrate", "--url", ledger_db]) == 0
     assert main(["db", "migrate", "--url", ledger_db]) == 0
-    assert capsys.readouterr().out.count("at revision 0002") == 2
+    assert capsys.readouterr().out.count(f"at revision {HEAD}") == 2
     assert set(inspect(engine(ledger_db)).get_table_names()) == {
         "alembic_version",
         "queries",
@@ -97,11 +103,11 @@ def test_replanning_a_window_replaces_only_unstarted_batches(ledger_db: str) -> 
     with session_scope(ledger_db) as s:
         summary = store.window_summary(s, window_id)
         assert [(b.index, b.first_tuple, b.last_tuple, b.status) for b in summary.batches] == [
-            (0, 1, 6, "running"),
-            (1, 4, 8, "planned"),
-            (2, 9, 10, "planned"),
+            (0, 1, 6, BatchStatus.RUNNING),
+            (1, 4, 8, BatchStatus.PLANNED),
+            (2, 9, 10, BatchStatus.PLANNED),
         ]
-        assert summary.status == "running"
+        assert summary.status is WindowStatus.RUNNING
         assert s.scalar(select(func.count()).select_from(Window)) == 1
         assert s.scalar(select(func.count()).select_from(Batch)) == 3
 
@@ -153,12 +159,12 @@ def test_attempts_count_starts_and_the_merge_judges_the_deadline(ledger_db: str)
         assert store.record_merge(s, window_id, finish, 10, "/out/w/result") is True
     with session_scope(ledger_db) as s:
         summary = store.window_summary(s, window_id)
-    assert [(b.status, b.attempts) for b in summary.batches] == [("done", 2), ("done", 1)]
+    assert [(b.status, b.attempts) for b in summary.batches] == [(BatchStatus.DONE, 2), (BatchStatus.DONE, 1)]
     assert summary.batches[0].actual_end == T0 + timedelta(seconds=9)
     assert summary.actual_finish == T0 + timedelta(seconds=12)
     assert summary.actual_finish.tzinfo == UTC
     assert summary.deadline.tzinfo == UTC
-    assert (summary.status, summary.deadline_met, summary.actual_tuples) == ("merged", True, 10)
+    assert (summary.status, summary.deadline_met, summary.actual_tuples) == (WindowStatus.MERGED, True, 10)
 
 
 def test_late_or_failed_merges_miss_the_deadline_and_naive_times_are_refused(ledger_db: str) -> None:
@@ -176,10 +182,12 @@ def test_late_or_failed_merges_miss_the_deadline_and_naive_times_are_refused(led
 def _write_observations(url: str, worker: int, results: Any) -> None:
     try:
         with session_scope(url) as s:
-            store.register_query(s, "q1", "SELECT 1", "partial_merge", {})
+            store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {})
         for i in range(15):
             with session_scope(url) as s:
-                store.record_cost_observation(s, "q1", "in_process", "partial", 100 * worker + i, 0.01 * i)
+                store.record_cost_observation(
+                    s, "q1", ExecutionPath.IN_PROCESS, JobKind.PARTIAL, 100 * worker + i, 0.01 * i
+                )
         results.put(None)
     except Exception:  # the parent shows it
         results.put(traceback.format_exc())
@@ -200,9 +208,63 @@ def test_concurrent_writers_migrate_once_and_never_see_a_locked_database(ledger_
         assert s.scalar(select(func.count()).select_from(CostObservation)) == 60
 
 
-def test_unregistered_queries_are_refused(ledger_db: str) -> None:
-    with pytest.raises(ValueError, match="not registered"), session_scope(ledger_db) as s:
-        store.record_cost_observation(s, "nope", "spark_submit", "merge", 3, 1.0)
+def test_missing_rows_are_lookup_errors_that_name_the_row(ledger_db: str) -> None:
+    window_id = _planned_window(ledger_db)
+    with (
+        pytest.raises(LedgerLookupError, match="no registered query 'nope' in the ledger"),
+        session_scope(ledger_db) as s,
+    ):
+        store.record_cost_observation(s, "nope", ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 3, 1.0)
+    with pytest.raises(LedgerLookupError, match=f"no window {window_id + 1} in the ledger") as info:
+        with session_scope(ledger_db) as s:
+            store.window_summary(s, window_id + 1)
+    assert (info.value.what, info.value.key) == ("window", window_id + 1)
+    with pytest.raises(LedgerLookupError, match=f"no window {window_id} batch 7 in the ledger"):
+        with session_scope(ledger_db) as s:
+            store.start_batch(s, window_id, 7)
+    assert not issubclass(LedgerLookupError, ValueError)  # a missing row is no bad user input
+
+
+def test_the_database_refuses_a_mode_outside_the_enum(ledger_db: str) -> None:
+    migrate(ledger_db)
+    with pytest.raises(IntegrityError, match="ck_queries_mode"), session_scope(ledger_db) as s:
+        s.add(Query(name="q1", sql="SELECT 1", mode="partial_merge", params={}))
+    for mode in Mode:
+        with session_scope(ledger_db) as s:
+            store.register_query(s, f"q_{mode}", "SELECT 1", mode, {})
+    with session_scope(ledger_db) as s:
+        assert sorted(s.scalars(select(Query.mode))) == sorted(m.value for m in Mode)
+
+
+def test_the_mode_check_migrates_a_ledger_that_holds_rows(ledger_db: str) -> None:
+    """0003 rebuilds `queries` on SQLite, which windows and cost observations reference."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.set_main_option("sqlalchemy.url", ledger_db.replace("%", "%%"))
+    command.upgrade(config, "0002")
+    with engine(ledger_db).begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO queries (name, sql, mode, params, created_at) "
+                "VALUES ('q1', 'SELECT 1', 'static', '{}', :at)"
+            ),
+            {"at": "2026-01-01 12:00:00.000000"},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO windows (query_id, window_start, window_end, deadline, expected_tuples, plan, status) "
+                "SELECT id, :at, :at, :at, 10, '{}', 'planned' FROM queries"
+            ),
+            {"at": "2026-01-01 12:00:00.000000"},
+        )
+    assert migrate(ledger_db) == HEAD
+    with session_scope(ledger_db) as s:
+        assert [w.query.name for w in s.scalars(select(Window))] == ["q1"]
+        with pytest.raises(IntegrityError), s.begin_nested():  # the foreign keys still hold
+            s.add(Window(query_id=9, window_start=T0, window_end=T0, deadline=T0, expected_tuples=1, plan={}))
+    command.downgrade(config, "0002")
+    with session_scope(ledger_db) as s:  # no check: the old schema took any mode
+        s.add(Query(name="q2", sql="SELECT 1", mode="partial_merge", params={}))
 
 
 def test_url_from_env_converts_airflow_postgres_uris(ledger_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -210,8 +272,8 @@ def test_url_from_env_converts_airflow_postgres_uris(ledger_db: str, monkeypatch
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", airflow_uri)
     assert ledger_url() == ledger_db
     with session_scope() as s:
-        store.register_query(s, "q1", "SELECT 1", "partial_merge", {})
-    assert migrate(ledger_db) == "0002"
+        store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {})
+    assert migrate(ledger_db) == HEAD
 
 
 def test_explicit_url_wins_and_is_converted_too(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -246,7 +308,7 @@ def test_read_only_sessions_do_not_queue_behind_the_sqlite_writer(tmp_path: Path
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with session_scope(url) as writer:
-        store.register_query(writer, "q1", "SELECT 1", "static", {})
+        store.register_query(writer, "q1", "SELECT 1", Mode.STATIC, {})
         waited = time.monotonic()
         with session_scope(url, read_only=True) as reader:  # the writer's BEGIN IMMEDIATE holds the lock
             assert reader.scalar(select(Query.name)) is None  # a snapshot before the writer commits

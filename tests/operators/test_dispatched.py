@@ -1,48 +1,46 @@
-"""The task side of the dispatcher: settings from the Airflow config, and the lease keeper that
-heartbeats while a Spark job runs and kills the job if the lease is lost."""
+"""The task side of the dispatcher: the lease keeper that heartbeats while a Spark job runs and
+kills the job if the lease is lost, and the task failing with LeaseLostError then."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
+from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.operators.dispatched import DispatchSettings, _LeaseKeeper
+from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, _LeaseKeeper
+from airflow_iqp.settings import DispatchSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from airflow.sdk import Context
+
 LOG = logging.getLogger(__name__)
-
-
-def test_settings_come_from_the_iqp_config_section(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("AIRFLOW__IQP__POLICY", "LLF")
-    monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "3")
-    monkeypatch.setenv("AIRFLOW__IQP__LEASE_SECONDS", "90")
-    assert DispatchSettings.load() == DispatchSettings("llf", 3, 90.0)
 
 
 def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
     with session_scope(url) as s:
-        store.register_query(s, "q6", "SELECT 1", "static", {})
+        store.register_query(s, "q6", "SELECT 1", Mode.STATIC, {})
         window = store.record_plan(s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, {}, [])
         dispatch.register(
             s,
             window_id=window,
             query="q6",
-            kind="partial",
+            kind=JobKind.PARTIAL,
             slot=0,
-            reason="planned",
+            reason=BatchReason.PLANNED,
             deadline=now + timedelta(seconds=60),
             remaining_cost=1.0,
             lease_seconds=lease_seconds,
             now=now,
         )
-        [lease] = dispatch.grant(s, policy="edf", resources=1, now=now)
+        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
     return lease
 
 
@@ -67,10 +65,11 @@ def test_the_keeper_extends_the_lease_while_the_job_runs(url: str) -> None:
     assert keeper.lease.expires > lease.expires
 
 
-def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) -> None:
+def stale_lease(url: str) -> dispatch.Lease:
+    """A lease that expired long ago (its holder stalled) and whose resource went to another request."""
     start = datetime.now(UTC) - timedelta(minutes=5)
-    lease = grant_one(url, 5.0, start)  # expired long ago: this holder stalled
-    with session_scope(url) as s:  # another window's request takes the resource over
+    lease = grant_one(url, 5.0, start)
+    with session_scope(url) as s:
         window = store.record_plan(
             s,
             "q6",
@@ -85,19 +84,49 @@ def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) 
             s,
             window_id=window,
             query="q6",
-            kind="partial",
+            kind=JobKind.PARTIAL,
             slot=0,
-            reason="planned",
+            reason=BatchReason.PLANNED,
             deadline=start + timedelta(seconds=90),
             remaining_cost=1.0,
             lease_seconds=600,
             now=datetime.now(UTC),
         )
-        [taken] = dispatch.grant(s, policy="edf", resources=1, now=datetime.now(UTC))
+        [taken] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC))
     assert taken.fence == lease.fence + 1
+    return lease
+
+
+def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) -> None:
+    lease = stale_lease(url)
     lost = threading.Event()
     keeper = _LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
     keeper.start()
     assert lost.wait(5), "the stale holder's job was not killed"
     keeper.stop()
     assert keeper.lost
+
+
+class _WaitsToBeKilled(DispatchedSparkSubmitOperator):
+    """A job that runs until the lease keeper kills it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(application="job.py", **kwargs)
+        self.killed = threading.Event()
+
+    def on_kill(self) -> None:
+        self.killed.set()
+
+    def run_granted(self, context: Context) -> str:
+        assert self.killed.wait(10), "the lease keeper never killed the job"
+        return "result"
+
+
+def test_a_task_that_lost_its_lease_fails_with_lease_lost(url: str) -> None:
+    lease = stale_lease(url)
+    task = _WaitsToBeKilled(task_id="job")
+    with pytest.raises(LeaseLostError, match=f"lost the lease on resource {lease.resource} while the job ran"):
+        task._run_leased(cast("Context", {}), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=5))
+    assert task.killed.is_set()
+    with session_scope(url) as s:
+        assert dispatch.status(s, lease.request).lease is None  # released, or expired: not held

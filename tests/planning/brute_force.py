@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from airflow_iqp.planning import ArrivalCurve
+    from airflow_iqp.planning.cost import CostModel
 
 
 @dataclass(frozen=True)
@@ -22,8 +23,8 @@ class Instance:
     total: int
     arrival: ArrivalCurve
     window_end: float
-    cost: object
-    agg_cost: object | None
+    cost: CostModel
+    agg_cost: CostModel | None
 
     def agg(self, k: int) -> float:
         return 0.0 if k <= 1 or self.agg_cost is None else self.agg_cost.cost(k)
@@ -31,7 +32,8 @@ class Instance:
 
 def compositions(n: int) -> Iterator[list[int]]:
     for cuts in itertools.product((False, True), repeat=n - 1):
-        sizes, run = [], 1
+        sizes: list[int] = []
+        run = 1
         for cut in cuts:
             if cut:
                 sizes.append(run)

@@ -7,10 +7,15 @@ meets exactly is not lost to rounding.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hypothesis import strategies as st
 
 from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost
 from tests.planning.brute_force import Instance
+
+if TYPE_CHECKING:
+    from airflow_iqp.planning.cost import CostModel
 
 quarters = st.integers(min_value=0, max_value=16).map(lambda q: q / 4)
 
@@ -21,7 +26,8 @@ def arrivals(draw: st.DrawFn, total: int) -> ArrivalCurve:
         start = draw(quarters)
         return ArrivalCurve.fixed_rate(start, start + (total - 1) * draw(st.sampled_from([0.25, 0.5, 1.0, 2.0])), total)
     gaps = draw(st.lists(st.integers(0, 12), min_size=total, max_size=total))
-    points, t, n = [], 0.0, 0
+    points: list[tuple[float, int]] = []
+    t, n = 0.0, 0
     for gap in gaps:  # uneven: bursts (gap 0 merges into one step) and pauses
         t += gap / 4
         n += 1
@@ -54,7 +60,7 @@ def concave_costs(draw: st.DrawFn) -> PiecewiseLinearCost:
     return PiecewiseLinearCost(points)
 
 
-def merge_costs() -> st.SearchStrategy:
+def merge_costs() -> st.SearchStrategy[LinearCost | None]:
     return st.one_of(
         st.none(),
         st.builds(
@@ -66,7 +72,7 @@ def merge_costs() -> st.SearchStrategy:
 
 
 @st.composite
-def instances(draw: st.DrawFn, costs: st.SearchStrategy, max_total: int = 9) -> Instance:
+def instances(draw: st.DrawFn, costs: st.SearchStrategy[CostModel], max_total: int = 9) -> Instance:
     total = draw(st.integers(1, max_total))
     arrival = draw(arrivals(total))
     window_end = arrival.time_of(total) + draw(st.sampled_from([0.0, 0.0, 0.5, 1.0]))

@@ -46,7 +46,7 @@ def test_from_points_is_a_step_function() -> None:
         ([], "at least one"),
     ],
 )
-def test_non_monotone_points_are_refused(points: list, message: str) -> None:
+def test_non_monotone_points_are_refused(points: list[tuple[float, float]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         ArrivalCurve.from_points(points)
 

@@ -46,13 +46,13 @@ def test_single_point_is_a_constant_cost() -> None:
         ([(1, 2, 3)], r"points\[0\].*pair"),
     ],
 )
-def test_bad_points_name_the_point(points: list, message: str) -> None:
+def test_bad_points_name_the_point(points: list[tuple[float, ...]], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         PiecewiseLinearCost(points)
 
 
 @pytest.mark.parametrize("kwargs", [{"per_tuple": -1}, {"per_tuple": 1, "overhead": math.nan}])
-def test_bad_linear_cost(kwargs: dict) -> None:
+def test_bad_linear_cost(kwargs: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="per_tuple|overhead"):
         LinearCost(**kwargs)
 

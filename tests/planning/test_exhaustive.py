@@ -7,7 +7,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_iqp.planning import plan_single_query
+from airflow_iqp.planning import Plan, plan_single_query
 from tests.planning import brute_force
 from tests.planning.plan_checks import assert_valid_schedule
 from tests.planning.strategies import concave_costs, deadlines, instances, linear_costs
@@ -19,7 +19,7 @@ def slow(examples: int) -> settings:
     return settings(max_examples=examples, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def plan(inst: brute_force.Instance, deadline: float, method: str):
+def plan(inst: brute_force.Instance, deadline: float, method: str) -> Plan:
     return plan_single_query(
         total=inst.total,
         arrival=inst.arrival,
@@ -72,6 +72,8 @@ def test_infeasible_plan_is_for_the_earliest_feasible_deadline(inst: brute_force
         assert result.feasible
         return
     assert not result.feasible
+    assert result.earliest_deadline is not None
+    assert result.reason is not None
     assert math.isclose(result.earliest_deadline, earliest, rel_tol=1e-9, abs_tol=1e-9)
     assert f"{earliest:.6g}" in result.reason
     assert_valid_schedule(inst, result, deadline)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import given, settings
@@ -11,8 +12,11 @@ from hypothesis import strategies as st
 from airflow_iqp.planning import LinearCost, PiecewiseLinearCost, min_batch_size
 from tests.planning.strategies import concave_costs, linear_costs, merge_costs
 
+if TYPE_CHECKING:
+    from airflow_iqp.planning.cost import CostModel
 
-def batched(total: int, b: int, cost, agg) -> float:
+
+def batched(total: int, b: int, cost: CostModel, agg: CostModel | None) -> float:
     full, rest = divmod(total, b)
     k = full + (rest > 0)
     merge = 0.0 if k <= 1 or agg is None else agg.cost(k)
@@ -27,7 +31,9 @@ def batched(total: int, b: int, cost, agg) -> float:
     alpha=st.sampled_from([0.0, 0.1, 0.25, 0.5, 1.0, 3.0]),
     tau=st.integers(1, 200).map(lambda q: q / 4),
 )
-def test_min_batch_size_matches_a_scan(total: int, cost, agg, alpha: float, tau: float) -> None:
+def test_min_batch_size_matches_a_scan(
+    total: int, cost: LinearCost | PiecewiseLinearCost, agg: LinearCost | None, alpha: float, tau: float
+) -> None:
     if cost.cost(1) > tau:
         with pytest.raises(ValueError, match="tau_max"):
             min_batch_size(total=total, cost=cost, agg_cost=agg, alpha=alpha, tau_max=tau)
@@ -68,7 +74,7 @@ def test_tau_max_caps_the_batch_and_reports_alpha_missed() -> None:
 
 
 @pytest.mark.parametrize("kwargs", [{"alpha": -0.1}, {"alpha": math.nan}, {"total": 0}, {"tau_max": math.nan}])
-def test_bad_arguments_are_named(kwargs: dict) -> None:
-    args = dict(total=10, cost=LinearCost(1.0), alpha=0.5, tau_max=10)
+def test_bad_arguments_are_named(kwargs: dict[str, Any]) -> None:
+    args: dict[str, Any] = {"total": 10, "cost": LinearCost(1.0), "alpha": 0.5, "tau_max": 10}
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         min_batch_size(**(args | kwargs))

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
-from airflow_iqp.planning import ArrivalCurve, LinearCost, plan_single_query
+from airflow_iqp.planning import ArrivalCurve, LinearCost, Plan, plan_single_query
 
 ARRIVAL = ArrivalCurve.fixed_rate(1, 10, 10)
 
 
-def plan(**overrides):
-    args = dict(total=10, arrival=ARRIVAL, window_end=10, deadline=12, cost=LinearCost(0.5))
+def plan(**overrides: Any) -> Plan:
+    args: dict[str, Any] = {"total": 10, "arrival": ARRIVAL, "window_end": 10, "deadline": 12, "cost": LinearCost(0.5)}
     return plan_single_query(**(args | overrides))
 
 
@@ -29,7 +30,7 @@ def plan(**overrides):
         ({"arrival": [(1, 10)]}, "arrival"),
     ],
 )
-def test_nonsense_input_names_the_argument(overrides: dict, name: str) -> None:
+def test_nonsense_input_names_the_argument(overrides: dict[str, Any], name: str) -> None:
     with pytest.raises(ValueError, match=name):
         plan(**overrides)
 
@@ -40,6 +41,7 @@ def test_infeasible_deadline_returns_the_earliest_plan(method: str) -> None:
     assert not result.feasible
     assert result.earliest_deadline == 10.5
     assert result.finish == 10.5
+    assert result.reason is not None
     assert "10.5" in result.reason
     assert "0.3" in result.reason
     assert plan(deadline=result.earliest_deadline, method=method).feasible

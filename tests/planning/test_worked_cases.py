@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost, plan_single_query
+from airflow_iqp.planning import ArrivalCurve, LinearCost, PiecewiseLinearCost, Plan, plan_single_query
 
 CASES = {
     16: [(10, 11, 16)],
@@ -34,15 +34,18 @@ def test_paper_worked_case(deadline: int, method: str) -> None:
 
 def test_mip_beats_greedy_where_concave_cost_rewards_a_different_cut() -> None:
     """Greedy fills the newest batch first; with concave cost a more even cut can be cheaper."""
-    args = dict(
-        total=5,
-        arrival=ArrivalCurve.fixed_rate(0, 4, 5),
-        window_end=4,
-        deadline=4.5,
-        cost=PiecewiseLinearCost([(1, 0.5), (2, 1.0), (3, 1.25)]),
-    )
-    greedy = plan_single_query(**args, method="greedy")
-    mip = plan_single_query(**args, method="mip")
+
+    def plan(method: str) -> Plan:
+        return plan_single_query(
+            total=5,
+            arrival=ArrivalCurve.fixed_rate(0, 4, 5),
+            window_end=4,
+            deadline=4.5,
+            cost=PiecewiseLinearCost([(1, 0.5), (2, 1.0), (3, 1.25)]),
+            method=method,
+        )
+
+    greedy, mip = plan("greedy"), plan("mip")
     assert greedy.feasible
     assert mip.feasible
     assert mip.total_cost < greedy.total_cost

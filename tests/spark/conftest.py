@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
     from pathlib import Path
 
+    from pyspark.sql import DataFrame, SparkSession
+
 STREAM_FILES = 14
 
 
@@ -68,7 +70,7 @@ def tpch_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def tpch_static(spark: pyspark.sql.SparkSession, tpch_dir: Path) -> Path:  # noqa: F821
+def tpch_static(spark: SparkSession, tpch_dir: Path) -> Path:
     """Registers every static table as a view of the shared session; returns their directory."""
     for table in STATIC_TABLES:
         spark.read.parquet(str(tpch_dir / STATIC_DIR / table)).createOrReplaceTempView(table)
@@ -87,12 +89,12 @@ def stream_files(tpch_dir: Path) -> Callable[[str, Sequence[int]], list[str]]:
 
 @pytest.fixture(scope="session")
 def read_batch(
-    spark: pyspark.sql.SparkSession,
-    stream_files: Callable[[str, Sequence[int]], list[str]],  # noqa: F821
-) -> Callable[[Sequence[str], Sequence[int]], dict]:
+    spark: SparkSession,
+    stream_files: Callable[[str, Sequence[int]], list[str]],
+) -> Callable[[Sequence[str], Sequence[int]], dict[str, DataFrame]]:
     """read_batch(streams, indexes): {stream: DataFrame of those files}; no indexes, an empty batch."""
 
-    def read(streams: Sequence[str], indexes: Sequence[int]) -> dict:
+    def read(streams: Sequence[str], indexes: Sequence[int]) -> dict[str, DataFrame]:
         if not indexes:
             return {s: spark.read.parquet(*stream_files(s, [0])).limit(0) for s in streams}
         return {s: spark.read.parquet(*stream_files(s, indexes)) for s in streams}

@@ -28,14 +28,17 @@ from airflow_iqp.spark.jobs.output import MARKER
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from airflow_iqp.spark.runner import Decomposition
+    from tests.spark.conftest import FakeDecomposition
+
 Files = Callable[[str, Sequence[int]], list[str]]
 
 
 @pytest.fixture(autouse=True)
-def fake_queries(monkeypatch: pytest.MonkeyPatch, decompositions: dict) -> None:
+def fake_queries(monkeypatch: pytest.MonkeyPatch, decompositions: dict[str, FakeDecomposition]) -> None:
     """In process, the hand-written decompositions load by name; other names are real queries."""
 
-    def load(query: str) -> tuple:
+    def load(query: str) -> tuple[str, Decomposition, list[str]]:
         if query not in decompositions:
             return common.load_decomposition(query)
         d = decompositions[query]
@@ -46,7 +49,7 @@ def fake_queries(monkeypatch: pytest.MonkeyPatch, decompositions: dict) -> None:
 
 
 def run_partial_job(
-    tmp: Path, tpch_dir: Path, query: str, batch: dict, output: Path, static: Path | None = None
+    tmp: Path, tpch_dir: Path, query: str, batch: dict[str, list[str]], output: Path, static: Path | None = None
 ) -> int:
     batch_file = tmp / f"batch-{output.name}.json"
     batch_file.write_text(json.dumps(batch))
@@ -66,7 +69,7 @@ def run_partial_job(
     )
 
 
-def spark_submit(script: Path, args: list[str]) -> subprocess.CompletedProcess:
+def spark_submit(script: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", str(script), *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_iqp.sql import PARTIALS_VIEW, UnsupportedQuery, decompose, parse_query
+from airflow_iqp.exceptions import UnsupportedQuery
+from airflow_iqp.sql import PARTIALS_VIEW, decompose, parse_query
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -267,17 +268,18 @@ def _run_batched(spark: Any, tables: dict[str, Any], sql: str, batches: list[set
     union.createOrReplaceTempView(d.partials_view)
     merged = spark.sql(d.merge_sql)
     assert tuple(merged.columns) == d.output_columns
-    return merged.collect()
+    rows: list[Any] = merged.collect()
+    return rows
 
 
 def _close(a: Any, b: Any) -> bool:
     if a is None or b is None:
         return a is None and b is None
     if isinstance(a, bool) or isinstance(a, int) and isinstance(b, int):
-        return a == b
+        return bool(a == b)
     if isinstance(a, (int, float, Decimal)) and isinstance(b, (int, float, Decimal)):
         return math.isclose(float(a), float(b), rel_tol=1e-9, abs_tol=1e-12)
-    return a == b
+    return bool(a == b)
 
 
 def _assert_same(expected: list[Any], actual: list[Any], ordered: bool) -> None:

@@ -46,6 +46,8 @@ def test_first_run_starts_at_the_first_window_opening_after_start_date(timetable
     restriction = TimeRestriction(earliest=at(9, 3), latest=None, catchup=True)
     info = timetable.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
     assert info == window(at(9, 5))
+    assert info is not None
+    assert info.data_interval is not None
     assert info.run_after == info.data_interval.start  # runs during its window, not after it
 
 

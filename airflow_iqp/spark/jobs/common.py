@@ -43,6 +43,7 @@ def load_decomposition(query: str) -> tuple[str, Decomposition, list[str]]:
 
 
 def read_manifest(path: Path) -> Manifest:
+    """The data set's manifest; JobError if it is missing."""
     if not Path(path).is_file():
         raise JobError(f"manifest {path} does not exist")
     return load_manifest(path)

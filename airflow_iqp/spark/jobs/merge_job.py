@@ -11,8 +11,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from airflow_iqp.constants import JobKind
 from airflow_iqp.spark.jobs.common import JobError, load_decomposition, run_script, session
 
 if TYPE_CHECKING:
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The merge job's command line."""
     parser = argparse.ArgumentParser(prog="merge_job", description=__doc__.split("\n")[0])
     parser.add_argument("--query", required=True, help="query name (e.g. q3) or path of its .sql file")
     parser.add_argument("--output", type=Path, required=True, help="Parquet directory of the final result")
@@ -28,6 +30,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job; bad input is one line on stderr and exit code 2."""
     args = parse_args(argv)
     try:
         run(args)
@@ -47,7 +50,7 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
     rows: dict[str, int] = {}
     for path in partials:
         marker = read_marker(path)
-        if marker.get("kind") != "partial" or marker.get("query") != name:
+        if marker.get("kind") != JobKind.PARTIAL or marker.get("query") != name:
             raise JobError(
                 f"{path} is not a partial output of query {name} (its marker says {marker.get('kind')} "
                 f"of {marker.get('query')})"
@@ -62,7 +65,7 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
     return rows
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Check, merge and commit; returns the commit marker."""
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.runner import run_merge
@@ -72,7 +75,7 @@ def run(args: argparse.Namespace) -> dict:
     spark = session(f"iqp-merge-{name}")
     result = run_merge(spark, decomposition, [spark.read.parquet(str(p)) for p in args.partials])
     marker = {
-        "kind": "merge",
+        "kind": JobKind.MERGE.value,
         "query": name,
         "partials": [str(p.absolute()) for p in args.partials],
         "input_rows": input_rows,

@@ -46,4 +46,7 @@ def read_marker(output: Path) -> dict[str, Any]:
         raise JobError(f"output {output} does not exist")
     if not path.is_file():
         raise JobError(f"output {output} has no {MARKER} marker: it was never committed (or is half-written)")
-    return json.loads(path.read_text())
+    marker = json.loads(path.read_text())
+    if not isinstance(marker, dict):
+        raise JobError(f"{path} holds no JSON object: the output's commit marker is damaged")
+    return marker

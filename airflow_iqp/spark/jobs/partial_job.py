@@ -12,8 +12,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from airflow_iqp.constants import JobKind
 from airflow_iqp.spark.jobs.common import (
     JobError,
     check_batch,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The partial job's command line."""
     parser = argparse.ArgumentParser(prog="partial_job", description=__doc__.split("\n")[0])
     parser.add_argument("--query", required=True, help="query name (e.g. q3) or path of its .sql file")
     parser.add_argument("--batch", type=Path, required=True, help="JSON: stream -> list of the batch's files")
@@ -40,6 +42,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the job; bad input is one line on stderr and exit code 2."""
     args = parse_args(argv)
     try:
         run(args)
@@ -49,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run(args: argparse.Namespace) -> dict:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     """Check, compute and commit; returns the commit marker."""
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.runner import run_partial
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> dict:
     frames = {stream: spark.read.parquet(*map(str, files)) for stream, files in batch.items()}
     result = run_partial(spark, decomposition, frames)
     marker = {
-        "kind": "partial",
+        "kind": JobKind.PARTIAL.value,
         "query": name,
         "inputs": {stream: [str(f) for f in files] for stream, files in batch.items()},
         "input_rows": input_rows,

@@ -1,0 +1,112 @@
+"""Every setting airflow-iqp reads: the Airflow config section `[iqp]` and the environment.
+
+Reading them in one place keeps the names, defaults and error messages in one place too. A bad
+value raises InvalidSetting naming the option and the environment variable that sets it.
+Importing this module imports no Airflow (the ledger package, which uses it, must not): `[iqp]`
+is read through the Task SDK only when `DispatchSettings.load()` is called.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from airflow_iqp.constants import Policy
+from airflow_iqp.exceptions import InvalidSetting
+from airflow_iqp.validation import number, whole_number
+
+SECTION = "iqp"
+LEDGER_CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"  # how Airflow names the connection `iqp_default` in the environment
+LOOPBACK = "127.0.0.1"
+
+
+def option_env(option: str) -> str:
+    """The environment variable that sets `[iqp] option`, as Airflow names it."""
+    return f"AIRFLOW__{SECTION.upper()}__{option.upper()}"
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    """[iqp] policy (edf, llf, sjf, rr), resources (jobs the Spark cluster runs at once),
+    lease_seconds (a holder that stops heartbeating loses its resource after this long).
+    """
+
+    policy: Policy = Policy.EDF
+    resources: int = 1
+    lease_seconds: float = 60.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "policy", _policy(self.policy))
+        object.__setattr__(self, "resources", _resources(self.resources))
+        object.__setattr__(self, "lease_seconds", _lease_seconds(self.lease_seconds))
+
+    @classmethod
+    def load(cls) -> DispatchSettings:
+        """The settings in the Airflow config (as the Task SDK sees it); options left unset keep the defaults."""
+        from airflow.sdk import conf
+
+        def read(option: str) -> str | None:
+            raw = conf.get(SECTION, option, fallback=None)
+            return raw.strip() if raw is not None and raw.strip() else None
+
+        policy, resources, lease_seconds = read("policy"), read("resources"), read("lease_seconds")
+        return cls(
+            cls.policy if policy is None else _policy(policy.lower()),
+            cls.resources if resources is None else _resources(_parsed("resources", resources)),
+            cls.lease_seconds if lease_seconds is None else _lease_seconds(_parsed("lease_seconds", lease_seconds)),
+        )
+
+
+def _policy(value: str) -> Policy:
+    try:
+        return Policy(value)
+    except ValueError:
+        choices = ", ".join(p.value for p in Policy)
+        raise InvalidSetting(f"[iqp] policy must be one of {choices}, got {value!r} ({option_env('policy')})") from None
+
+
+def _resources(value: object) -> int:
+    try:
+        return whole_number(value, "[iqp] resources", minimum=1)
+    except ValueError as err:
+        raise InvalidSetting(f"{err} ({option_env('resources')})") from None
+
+
+def _lease_seconds(value: object) -> float:
+    try:
+        return number(value, "[iqp] lease_seconds", minimum=5)
+    except ValueError as err:
+        raise InvalidSetting(f"{err} ({option_env('lease_seconds')})") from None
+
+
+def _parsed(option: str, raw: str) -> int | float:
+    """A number as the config writes it: `2` stays an int, `2.5` becomes a float."""
+    try:
+        return int(raw)
+    except ValueError:
+        pass
+    try:
+        return float(raw)
+    except ValueError:
+        raise InvalidSetting(f"[iqp] {option} = {raw!r} is not a number ({option_env(option)})") from None
+
+
+def airflow_home() -> Path:
+    """$AIRFLOW_HOME, else ~/airflow, as Airflow itself defaults it."""
+    return Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()
+
+
+def ledger_connection_uri() -> str | None:
+    """The connection `iqp_default` as the environment gives it ($AIRFLOW_CONN_IQP_DEFAULT), if it does."""
+    return os.environ.get(LEDGER_CONN_ENV) or None
+
+
+def spark_local_ip() -> str:
+    """The address a local Spark driver binds: $SPARK_LOCAL_IP, else loopback (no network needed)."""
+    return os.environ.get("SPARK_LOCAL_IP") or LOOPBACK
+
+
+def python_path() -> list[str]:
+    """The entries of $PYTHONPATH, to extend for a child process rather than replace."""
+    return [entry for entry in os.environ.get("PYTHONPATH", "").split(os.pathsep) if entry]

@@ -1,0 +1,94 @@
+"""The one place settings are read: `[iqp]` from the Airflow config, and the environment."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_iqp.constants import Policy
+from airflow_iqp.exceptions import InvalidSetting
+from airflow_iqp.settings import (
+    DispatchSettings,
+    airflow_home,
+    ledger_connection_uri,
+    option_env,
+    python_path,
+    spark_local_ip,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+@pytest.fixture
+def no_iqp_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    for option in ("policy", "resources", "lease_seconds"):
+        monkeypatch.delenv(option_env(option), raising=False)
+
+
+def test_settings_come_from_the_iqp_config_section(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__IQP__POLICY", " LLF ")
+    monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "3")
+    monkeypatch.setenv("AIRFLOW__IQP__LEASE_SECONDS", "90")
+    settings = DispatchSettings.load()
+    assert settings == DispatchSettings(Policy.LLF, 3, 90.0)
+    assert settings.policy is Policy.LLF
+
+
+@pytest.mark.usefixtures("no_iqp_config")
+def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "  ")
+    assert DispatchSettings.load() == DispatchSettings(Policy.EDF, 1, 60.0)
+
+
+@pytest.mark.parametrize(
+    ("option", "raw", "message"),
+    [
+        ("policy", "fifo", r"\[iqp\] policy must be one of edf, llf, sjf, rr, got 'fifo' \(AIRFLOW__IQP__POLICY\)"),
+        ("resources", "2.5", r"\[iqp\] resources must be a whole number, got 2.5 \(AIRFLOW__IQP__RESOURCES\)"),
+        ("resources", "-1", r"\[iqp\] resources must be >= 1, got -1 \(AIRFLOW__IQP__RESOURCES\)"),
+        ("lease_seconds", "nan", r"\[iqp\] lease_seconds must be a finite number, got nan"),
+        ("lease_seconds", "4.9", r"\[iqp\] lease_seconds must be >= 5, got 4.9 \(AIRFLOW__IQP__LEASE_SECONDS\)"),
+        ("lease_seconds", "1m", r"\[iqp\] lease_seconds = '1m' is not a number \(AIRFLOW__IQP__LEASE_SECONDS\)"),
+    ],
+)
+@pytest.mark.usefixtures("no_iqp_config")
+def test_bad_values_name_the_option_and_its_variable(
+    option: str, raw: str, message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(option_env(option), raw)
+    with pytest.raises(InvalidSetting, match=message):
+        DispatchSettings.load()
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [{"resources": True}, {"resources": 0}, {"lease_seconds": math.inf}, {"policy": "fifo"}],
+)
+def test_settings_made_in_code_are_checked_too(kwargs: dict[str, object]) -> None:
+    with pytest.raises(InvalidSetting, match=next(iter(kwargs))):
+        DispatchSettings(**kwargs)  # type: ignore[arg-type]  # wrong on purpose
+
+
+def test_airflow_home_defaults_as_airflow_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    assert airflow_home() == tmp_path
+    monkeypatch.setenv("AIRFLOW_HOME", "")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert airflow_home() == tmp_path / "airflow"
+
+
+def test_environment_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW_CONN_IQP_DEFAULT", raising=False)
+    assert ledger_connection_uri() is None
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "sqlite:////x.db")
+    assert ledger_connection_uri() == "sqlite:////x.db"
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    assert spark_local_ip() == "127.0.0.1"
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    assert spark_local_ip() == "10.1.2.3"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/a", "", "/b"]))
+    assert python_path() == ["/a", "/b"]
