@@ -4,8 +4,9 @@ measured and the paper's volume, on FR and the variable-rate profiles, each run 
     .venv/bin/python benchmarks/policy_table.py                 # every run below, ~5 min on 2 cores
     .venv/bin/python benchmarks/policy_table.py --only measured # just the runs whose label has this
 
-Writes OUT/<label>.txt (OUT: --out, default $TMPDIR/iqp-policy-table) (the command's output, the command and its wall time) and OUT/<label>.png,
-and prints them all. Runs go one after another: the timings are of one simulation on one core.
+Writes OUT/<label>.txt (the command, its output and its wall time) and OUT/<label>.png (its
+picture), OUT being --out (default $TMPDIR/iqp-policy-table), and prints them all. Runs go one
+after another: the timings are of one simulation on one core.
 """
 
 from __future__ import annotations

@@ -1,29 +1,32 @@
-"""The pure core of the multi-query dynamic mode (Section 4): state, laxity, eligibility, policies.
+"""The pure core of the multi-query dynamic mode (Section 4): state, laxity, eligibility, and
+the ranking of waiting jobs.
 
-No Airflow or Spark import: the simulator and the live scheduler share it.
+No Airflow or Spark import: the simulator and the live dispatcher share it.
 """
 
 from __future__ import annotations
 
-from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job
+from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job, ready_since
 from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
 from airflow_iqp.dynamic.laxity import laxity, remaining_cost, work_left
-from airflow_iqp.dynamic.policies import POLICIES, check_policy, make_policy, rank
+from airflow_iqp.dynamic.policies import check_policy, rank
 from airflow_iqp.dynamic.state import QueryState
 
 __all__ = [
-    "POLICIES",
+    "Candidate",
     "Job",
     "QueryState",
     "batch_reason",
+    "best_first",
     "check_policy",
     "estimate_total",
     "expected_time_of",
     "laxity",
-    "make_policy",
     "next_ready_time",
     "rank",
     "ready_job",
+    "ready_since",
     "remaining_cost",
     "work_left",
 ]

@@ -1,7 +1,9 @@
 """Whom the shared Spark resource goes to next, among batches and merges of many queries.
 
-The live dispatcher (ledger/dispatch.py) keeps its queue in the database; this is its pure
-decision, in the same terms as the simulator's policies.
+This is the one ordering of waiting jobs: the live dispatcher (ledger/dispatch.py) builds its
+candidates from the requests in the ledger, the simulator (simulation/queue.py) from its query
+states, and both serve `best_first(...)[0]`, so `iqp simulate --policies rr` predicts what
+`[iqp] policy = rr` runs, ties included.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import Policy
 from airflow_iqp.dynamic.policies import check_policy, rank
 
 if TYPE_CHECKING:
@@ -17,23 +20,29 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Candidate:
-    """A registered batch or merge waiting for the resource; times in epoch seconds."""
+    """A batch or merge waiting for the resource; times in seconds on one clock.
+
+    `request` is a stable id that breaks the last ties: the ledger's request id, or the
+    simulator's position of the query in its workload.
+    """
 
     request: int
     query: str
     deadline: float
-    remaining: float  # seconds of work its window still needs, its merge included
-    registered: float
+    remaining: float  # seconds of work its window still needs, its merge included (NaN if unpriced)
+    registered: float  # when the job became ready and asked for the resource
     last_served: float  # when its query last got the resource; -inf if never
 
-    def key(self, policy: str, now: float) -> tuple[float, float, int]:
-        """Smaller is served first; ties go to the earlier registration. Round robin serves
-        the query that has waited longest since it was last served.
+    def key(self, policy: Policy, now: float) -> tuple[float, float, int]:
+        """Smaller is served first: the policy's rank (round robin: when the query was last
+        served, so the one that has waited longest goes first), then the earlier registration,
+        then the smaller id.
         """
-        first = self.last_served if policy == "rr" else rank(policy, self.deadline, self.remaining, now)
+        first = self.last_served if policy == Policy.RR else rank(policy, self.deadline, self.remaining, now)
         return (first, self.registered, self.request)
 
 
 def best_first(policy: str, candidates: Sequence[Candidate], now: float) -> list[Candidate]:
-    check_policy(policy)
-    return sorted(candidates, key=lambda c: c.key(policy, now))
+    """`candidates` in the order `policy` serves them at `now`; ValueError for an unknown policy."""
+    chosen = check_policy(policy)
+    return sorted(candidates, key=lambda c: c.key(chosen, now))

@@ -2,7 +2,8 @@
 the last tuple in (the remainder is smaller than MinBatch).
 
 `ready_job` says what may run now; `next_ready_time` says when that can next change, so the
-simulator jumps over idle time instead of stepping through it.
+simulator jumps over idle time instead of stepping through it; `ready_since` says when the job
+that is ready now became ready, which is when a live slot would have asked for the resource.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import BatchReason, JobKind
 from airflow_iqp.dynamic.estimate import expected_time_of
 
 if TYPE_CHECKING:
@@ -19,8 +21,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Job:
+    """What a query would run if it got the resource now."""
+
     query: str
-    kind: str  # "partial" or "merge"
+    kind: JobKind
     size: int  # tuples of a partial, partial results of a merge
     cost: float
 
@@ -40,12 +44,12 @@ def ready_job(state: QueryState, now: float, min_batch: bool) -> Job | None:
     if state.done or now < state.submit_at:
         return None
     if state.all_processed:
-        return Job(state.name, "merge", state.batches, state.agg(state.batches))
+        return Job(state.name, JobKind.MERGE, state.batches, state.agg(state.batches))
     waiting = state.arrived(now) - state.processed
     if waiting <= 0:
         return None
     if not min_batch:
-        return Job(state.name, "partial", waiting, state.cost.cost(waiting))
+        return Job(state.name, JobKind.PARTIAL, waiting, state.cost.cost(waiting))
     if not state.rate_known(now):
         return None
     batch = state.min_batch(now)
@@ -59,10 +63,12 @@ def ready_job(state: QueryState, now: float, min_batch: bool) -> Job | None:
     if reason is None:
         return None
     size = min(batch, waiting)
-    return Job(state.name, "partial", size, state.cost.cost(size))
+    return Job(state.name, JobKind.PARTIAL, size, state.cost.cost(size))
 
 
-def batch_reason(*, waiting: int, min_batch: int, all_in: bool, window_closed: bool, input_late: bool) -> str | None:
+def batch_reason(
+    *, waiting: int, min_batch: int, all_in: bool, window_closed: bool, input_late: bool
+) -> BatchReason | None:
     """Why `waiting` unprocessed tuples may run as a batch now, or None: MinBatch arrived, the
     last tuple is in, the window closed, or the input is late (Section 4.4: the time at which
     MinBatch should have arrived at the expected rate has passed, so waiting only burns slack).
@@ -70,13 +76,13 @@ def batch_reason(*, waiting: int, min_batch: int, all_in: bool, window_closed: b
     if waiting <= 0:
         return None
     if waiting >= min_batch:
-        return "min_batch"
+        return BatchReason.MIN_BATCH
     if all_in:
-        return "all_in"
+        return BatchReason.ALL_IN
     if window_closed:
-        return "window_closed"
+        return BatchReason.WINDOW_CLOSED
     if input_late:
-        return "slow_input"
+        return BatchReason.SLOW_INPUT
     return None
 
 
@@ -100,3 +106,14 @@ def next_ready_time(state: QueryState, now: float, min_batch: bool) -> float:
         max(state.window_end, any_tuple),
         max(_slow_input_time(state, now, batch), any_tuple),
     )
+
+
+def ready_since(state: QueryState, since: float, now: float, min_batch: bool) -> float:
+    """When the job `ready_job` offers at `now` became ready: the first time from `since` on
+    at which one was ready. `since` is when the query's progress last changed (its submission
+    or the end of its last job), so nothing but the clock moves in between.
+    """
+    t = since
+    while t < now and ready_job(state, t, min_batch) is None:
+        t = min(next_ready_time(state, t, min_batch), now)  # strictly later while nothing is ready
+    return t

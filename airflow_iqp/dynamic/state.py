@@ -11,12 +11,16 @@ from airflow_iqp.planning.min_batch import MinBatch, min_batch_size
 
 if TYPE_CHECKING:
     from airflow_iqp.planning.arrival import ArrivalCurve
-    from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
+    from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 
 @lru_cache(maxsize=4096)
 def cached_min_batch(
-    total: int, cost: LinearCost | PiecewiseLinearCost, agg_cost: CostModel | None, alpha: float, tau_max: float
+    total: int,
+    cost: LinearCost | PiecewiseLinearCost,
+    agg_cost: LinearCost | PiecewiseLinearCost | None,
+    alpha: float,
+    tau_max: float,
 ) -> MinBatch:
     """An unknown total is re-estimated at every decision; most estimates repeat."""
     return min_batch_size(total=total, cost=cost, agg_cost=agg_cost, alpha=alpha, tau_max=tau_max)
@@ -32,7 +36,7 @@ class QueryState:
     window_end: float
     deadline: float
     cost: LinearCost | PiecewiseLinearCost
-    agg_cost: CostModel | None
+    agg_cost: LinearCost | PiecewiseLinearCost | None
     alpha: float
     tau_max: float
     submit_at: float
@@ -48,10 +52,12 @@ class QueryState:
 
     @property
     def all_processed(self) -> bool:
+        """Every tuple is in a partial: only the merge is left."""
         return self.processed >= self.true_total
 
     @property
     def done(self) -> bool:
+        """The window's result is complete (merged, or its single batch ran)."""
         return self.finish is not None
 
     def arrived(self, now: float) -> int:
@@ -63,12 +69,14 @@ class QueryState:
         return self.declared_total is not None or now > self.arrival.first_arrival or now >= self.window_end
 
     def expected_total(self, now: float) -> int:
+        """The declared total, or the estimate from the rate observed so far (Section 4.4)."""
         if self.declared_total is not None:
             return self.declared_total
         estimate = estimate_total(self.arrived(now), self.arrival.first_arrival, now, self.window_end)
         return max(estimate, self.processed, 1)
 
     def min_batch(self, now: float) -> int:
+        """MinBatch for the total expected at `now`, in tuples."""
         return cached_min_batch(self.expected_total(now), self.cost, self.agg_cost, self.alpha, self.tau_max).size
 
     def agg(self, partials: int) -> float:

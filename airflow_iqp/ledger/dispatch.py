@@ -16,20 +16,38 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from enum import Enum
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from sqlalchemy import Row, func, or_, select, update
+from sqlalchemy import CursorResult, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
+from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind, Policy, RequestState
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.policies import check_policy
-from airflow_iqp.ledger.models import OPEN_REQUEST_STATES, DispatchRequest, Resource
+from airflow_iqp.exceptions import LedgerLookupError
+from airflow_iqp.ledger.models import DispatchRequest, Resource
+from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
+    from sqlalchemy import Executable
     from sqlalchemy.orm import Session
 
-RESOURCE_TAKEN, REQUEST_TAKEN = "resource taken", "request taken"
+
+class Lost(Enum):
+    """Which row moved under a grant that lost a race."""
+
+    RESOURCE = "resource taken"
+    REQUEST = "request taken"
+
+
+class _Free(NamedTuple):
+    """A resource that may be granted: free, or its lease expired."""
+
+    id: int
+    holder: int | None
+    fence: int
 
 
 @dataclass(frozen=True)
@@ -44,9 +62,16 @@ class Lease:
 
 @dataclass(frozen=True)
 class RequestStatus:
+    """A request's state, and its lease while it is granted."""
+
     id: int
-    state: str
+    state: RequestState
     lease: Lease | None
+
+
+def _changed(session: Session, statement: Executable) -> int:
+    """Rows an UPDATE changed: the compare-and-set's answer."""
+    return cast("CursorResult[Any]", session.execute(statement)).rowcount
 
 
 def register(
@@ -54,9 +79,9 @@ def register(
     *,
     window_id: int,
     query: str,
-    kind: str,
+    kind: JobKind,
     slot: int,
-    reason: str,
+    reason: BatchReason,
     deadline: datetime,
     remaining_cost: float,
     lease_seconds: float,
@@ -66,8 +91,7 @@ def register(
     slot already has it (a resumed or retried task), its id comes back; if another slot has
     it, None (wait until it is released).
     """
-    if not lease_seconds > 0:
-        raise ValueError(f"lease_seconds must be > 0, got {lease_seconds!r}")
+    number(lease_seconds, "lease_seconds", above=0)
     if (found := _open_request(session, window_id)) is not None:
         return found.id if (found.slot, found.kind) == (slot, kind) else None
     try:
@@ -81,7 +105,7 @@ def register(
                 deadline=deadline,
                 remaining_cost=remaining_cost,
                 lease_seconds=lease_seconds,
-                state="waiting",
+                state=RequestState.WAITING,
                 registered_at=now,
             )
             session.add(request)
@@ -93,18 +117,18 @@ def register(
 
 def grant(session: Session, *, policy: str, resources: int, now: datetime) -> list[Lease]:
     """Hand every free (or expired) resource to the best waiting request; returns the grants."""
-    check_policy(policy)
+    chosen = check_policy(policy)
     _ensure_resources(session, resources)
-    free, ranked = _choices(session, policy, resources, now)
+    free, ranked = _choices(session, chosen, resources, now)
     leases: list[Lease] = []
     for resource in free:
         while ranked:
             candidate = ranked.pop(0)
-            taken = _take(session, policy, resource, candidate, ranked, now)
+            taken = _take(session, chosen, resource, candidate, ranked, now)
             if isinstance(taken, Lease):
                 leases.append(taken)
                 break
-            if taken == RESOURCE_TAKEN:  # someone else granted this resource meanwhile
+            if taken is Lost.RESOURCE:  # someone else granted this resource meanwhile
                 ranked.insert(0, candidate)
                 break
     return leases
@@ -112,9 +136,9 @@ def grant(session: Session, *, policy: str, resources: int, now: datetime) -> li
 
 def would_grant(session: Session, *, policy: str, resources: int, now: datetime) -> list[int]:
     """Read-only: the requests `grant` would serve now, best first."""
-    check_policy(policy)
+    chosen = check_policy(policy)
     _check_resources(resources)
-    free, ranked = _choices(session, policy, resources, now, missing_are_free=True)
+    free, ranked = _choices(session, chosen, resources, now, missing_are_free=True)
     return [c.request for c in ranked[: len(free)]]
 
 
@@ -124,40 +148,45 @@ def heartbeat(session: Session, lease: Lease, now: datetime) -> Lease | None:
     if seconds is None:
         return None
     expires = now + timedelta(seconds=seconds)
-    moved = session.execute(
+    moved = _changed(
+        session,
         update(Resource)
         .where(Resource.id == lease.resource, Resource.fence == lease.fence, Resource.holder_id == lease.request)
-        .values(lease_expires=expires)
-    ).rowcount
+        .values(lease_expires=expires),
+    )
     return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
 
 
 def release(session: Session, lease: Lease, now: datetime) -> bool:
     """Give the resource back; False if the lease had already been lost."""
-    freed = session.execute(
+    freed = _changed(
+        session,
         update(Resource)
         .where(Resource.id == lease.resource, Resource.fence == lease.fence, Resource.holder_id == lease.request)
-        .values(holder_id=None, lease_expires=None)
-    ).rowcount
+        .values(holder_id=None, lease_expires=None),
+    )
     session.execute(
         update(DispatchRequest)
-        .where(DispatchRequest.id == lease.request, DispatchRequest.state == "granted")
-        .values(state="released", released_at=now)
+        .where(DispatchRequest.id == lease.request, DispatchRequest.state == RequestState.GRANTED)
+        .values(state=RequestState.RELEASED, released_at=now)
     )
     return bool(freed)
 
 
 def status(session: Session, request_id: int) -> RequestStatus:
+    """Where a request stands; LedgerLookupError if the ledger has no such request."""
     row = session.execute(
         select(DispatchRequest.state, DispatchRequest.resource_id, DispatchRequest.fence, Resource.lease_expires)
         .outerjoin(Resource, Resource.id == DispatchRequest.resource_id)
         .where(DispatchRequest.id == request_id)
     ).one_or_none()
     if row is None:
-        raise ValueError(f"no dispatch request {request_id} in the ledger")
+        raise LedgerLookupError("dispatch request", request_id)
     state, resource, fence, expires = row
-    lease = Lease(request_id, resource, fence, expires) if state == "granted" else None
-    return RequestStatus(request_id, state, lease)
+    lease = None
+    if state == RequestState.GRANTED and resource is not None and fence is not None and expires is not None:
+        lease = Lease(request_id, resource, fence, expires)
+    return RequestStatus(request_id, RequestState(state), lease)
 
 
 def _open_request(session: Session, window_id: int) -> DispatchRequest | None:
@@ -171,27 +200,32 @@ def _open_request(session: Session, window_id: int) -> DispatchRequest | None:
 def _ensure_resources(session: Session, resources: int) -> None:
     """Rows for resources 0..n-1; concurrent callers may race to insert them, which is harmless."""
     _check_resources(resources)
-    dialect = session.get_bind().dialect.name
-    insert = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}[dialect]
-    session.execute(insert(Resource).values([{"id": i, "fence": 0} for i in range(resources)]).on_conflict_do_nothing())
+    rows = [{"id": i, "fence": 0} for i in range(resources)]
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(postgresql.insert(Resource).values(rows).on_conflict_do_nothing())
+    else:  # the ledger runs on PostgreSQL or SQLite
+        session.execute(sqlite.insert(Resource).values(rows).on_conflict_do_nothing())
 
 
 def _check_resources(resources: int) -> None:
-    if resources < 1:
-        raise ValueError(f"resources must be >= 1, got {resources!r}")
+    whole_number(resources, "resources", minimum=1)
 
 
 def _choices(
-    session: Session, policy: str, resources: int, now: datetime, missing_are_free: bool = False
-) -> tuple[list[Row], list[Candidate]]:
-    rows = session.execute(
-        select(Resource.id, Resource.holder_id, Resource.fence)
-        .where(Resource.id < resources, or_(Resource.holder_id.is_(None), Resource.lease_expires < now))
-        .order_by(Resource.id)
-    ).all()
+    session: Session, policy: Policy, resources: int, now: datetime, missing_are_free: bool = False
+) -> tuple[list[_Free], list[Candidate]]:
+    """The resources that may be granted, and the waiting requests best first."""
+    rows = [
+        _Free(*row)
+        for row in session.execute(
+            select(Resource.id, Resource.holder_id, Resource.fence)
+            .where(Resource.id < resources, or_(Resource.holder_id.is_(None), Resource.lease_expires < now))
+            .order_by(Resource.id)
+        )
+    ]
     if missing_are_free:
         known = set(session.scalars(select(Resource.id).where(Resource.id < resources)))
-        rows += [(i, None, 0) for i in range(resources) if i not in known]
+        rows += [_Free(i, None, 0) for i in range(resources) if i not in known]
     if not rows:
         return [], []
     waiting = session.execute(
@@ -201,9 +235,9 @@ def _choices(
             DispatchRequest.deadline,
             DispatchRequest.remaining_cost,
             DispatchRequest.registered_at,
-        ).where(DispatchRequest.state == "waiting")
+        ).where(DispatchRequest.state == RequestState.WAITING)
     ).all()
-    last_served = _last_served(session, {r.query for r in waiting}) if policy == "rr" and waiting else {}
+    last_served = _last_served(session, {r.query for r in waiting}) if policy == Policy.RR and waiting else {}
     candidates = [
         Candidate(
             request=r.id,
@@ -215,48 +249,52 @@ def _choices(
         )
         for r in waiting
     ]
-    return list(rows), best_first(policy, candidates, now.timestamp())
+    return rows, best_first(policy, candidates, now.timestamp())
 
 
 def _take(
-    session: Session, policy: str, resource: Row, chosen: Candidate, others: list[Candidate], now: datetime
-) -> Lease | str:
+    session: Session, policy: Policy, resource: _Free, chosen: Candidate, others: list[Candidate], now: datetime
+) -> Lease | Lost:
     """Move `resource` to `chosen` in a savepoint; on a lost race nothing changes and the
     answer says which row moved under us.
     """
     resource_id, old_holder, old_fence = resource
     seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == chosen.request))
     if seconds is None:
-        return REQUEST_TAKEN
+        return Lost.REQUEST
     fence, expires = old_fence + 1, now + timedelta(seconds=seconds)
     savepoint = session.begin_nested()
     # Still free or expired, too: a heartbeat changes no fence, and one that committed after our
     # read must keep its lease (on PostgreSQL the update re-checks this on the newest row).
     still_free = or_(Resource.holder_id.is_(None), Resource.lease_expires < now)
-    taken = session.execute(
+    taken = _changed(
+        session,
         update(Resource)
         .where(Resource.id == resource_id, Resource.fence == old_fence, still_free)
-        .values(holder_id=chosen.request, lease_expires=expires, fence=fence)
-    ).rowcount
+        .values(holder_id=chosen.request, lease_expires=expires, fence=fence),
+    )
     if not taken:
         savepoint.rollback()
-        return RESOURCE_TAKEN
+        return Lost.RESOURCE
     ranking = [[c.request, c.query, _finite(c.key(policy, now.timestamp())[0])] for c in [chosen, *others]]
-    granted = session.execute(
+    granted = _changed(
+        session,
         update(DispatchRequest)
-        .where(DispatchRequest.id == chosen.request, DispatchRequest.state == "waiting")
-        .values(state="granted", granted_at=now, resource_id=resource_id, fence=fence, ranking=ranking)
-    ).rowcount
+        .where(DispatchRequest.id == chosen.request, DispatchRequest.state == RequestState.WAITING)
+        .values(state=RequestState.GRANTED, granted_at=now, resource_id=resource_id, fence=fence, ranking=ranking),
+    )
     if not granted:
         savepoint.rollback()
-        return REQUEST_TAKEN
+        return Lost.REQUEST
     if old_holder is not None:  # an expired lease: its holder lost it
         session.execute(
             update(DispatchRequest)
             .where(
-                DispatchRequest.id == old_holder, DispatchRequest.state == "granted", DispatchRequest.fence == old_fence
+                DispatchRequest.id == old_holder,
+                DispatchRequest.state == RequestState.GRANTED,
+                DispatchRequest.fence == old_fence,
             )
-            .values(state="expired", released_at=now)
+            .values(state=RequestState.EXPIRED, released_at=now)
         )
     savepoint.commit()
     return Lease(chosen.request, resource_id, fence, expires)
@@ -264,13 +302,12 @@ def _take(
 
 def _last_served(session: Session, queries: set[str]) -> dict[str, datetime]:
     """Round robin's memory: when each waiting query last got a resource."""
-    return dict(
-        session.execute(
-            select(DispatchRequest.query, func.max(DispatchRequest.granted_at))
-            .where(DispatchRequest.query.in_(queries))
-            .group_by(DispatchRequest.query)
-        ).all()
+    rows = session.execute(
+        select(DispatchRequest.query, func.max(DispatchRequest.granted_at))
+        .where(DispatchRequest.query.in_(queries))
+        .group_by(DispatchRequest.query)
     )
+    return {query: served for query, served in rows if served is not None}
 
 
 def _finite(value: float) -> float | None:

@@ -1,5 +1,10 @@
 """The multi-query simulator: one non-preemptive shared resource, driven by arrival curves
-and fitted cost models instead of Spark (`iqp simulate`, docs/simulation.md)."""
+and fitted cost models instead of Spark (`iqp simulate`, docs/simulation.md).
+
+engine: the discrete-event simulation; queue: its waiting jobs, ranked like the live
+dispatcher's; workload: the JSON workload file; protocol: the paper's experiment (Section 7.4);
+report: the table and the picture.
+"""
 
 from __future__ import annotations
 

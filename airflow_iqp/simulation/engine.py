@@ -2,8 +2,8 @@
 
 The paper's Fig. 7 compares policies on a shared cluster that runs one batch at a time. This
 replays that without Spark: queries' arrival curves and fitted cost models drive the clock,
-and every batch and merge is logged so that invariants (no overlap, no batch before its input)
-can be checked.
+the live dispatcher's ranking (simulation/queue.py) decides who runs, and every batch and merge
+is logged so that invariants (no overlap, no batch before its input) can be checked.
 """
 
 from __future__ import annotations
@@ -12,14 +12,17 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from airflow_iqp.dynamic import QueryState, make_policy, next_ready_time, ready_job
-from airflow_iqp.dynamic.policies import POLICIES
+from airflow_iqp.constants import JobKind
+from airflow_iqp.dynamic import QueryState, check_policy, next_ready_time, ready_job
 from airflow_iqp.planning.arrival import ArrivalCurve
+from airflow_iqp.simulation.queue import Waiter, pick
+from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow_iqp.planning.cost import CostModel, LinearCost, PiecewiseLinearCost
+    from airflow_iqp.dynamic import Job
+    from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 
 @dataclass
@@ -32,8 +35,8 @@ class SimQuery:
     window_end: float
     deadline: float
     cost: LinearCost | PiecewiseLinearCost
-    agg_cost: CostModel | None
-    submit_at: float | None = None
+    agg_cost: LinearCost | PiecewiseLinearCost | None
+    submit_at: float | None = None  # None: at the first arrival
 
     def __post_init__(self) -> None:
         where = f"query {self.name!r}"
@@ -41,29 +44,44 @@ class SimQuery:
             raise ValueError(f"name must be a non-empty string, got {self.name!r}")
         if not isinstance(self.arrival, ArrivalCurve) or self.arrival.total < 1:
             raise ValueError(f"{where}: arrival must be an ArrivalCurve with at least one tuple")
-        if self.total is not None and (
-            isinstance(self.total, bool) or not isinstance(self.total, int) or not 1 <= self.total <= self.arrival.total
-        ):
-            raise ValueError(
-                f"{where}: total must be a whole number in 1..{self.arrival.total} (the arrival's tuples), "
-                f"got {self.total!r}"
-            )
-        for name in ("window_end", "deadline", "submit_at"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-            ):
-                raise ValueError(f"{where}: {name} must be a finite number of seconds, got {value!r}")
+        if self.total is not None:
+            self.total = whole_number(self.total, f"{where}: total", minimum=1)
+            if self.total > self.arrival.total:
+                raise ValueError(
+                    f"{where}: total ({self.total}) exceeds the {self.arrival.total} tuples of its arrival"
+                )
+        self.window_end = number(self.window_end, f"{where}: window_end")
+        self.deadline = number(self.deadline, f"{where}: deadline")
+        if self.submit_at is not None:
+            self.submit_at = number(self.submit_at, f"{where}: submit_at")
 
     @property
     def tuples(self) -> int:
+        """Tuples its window really holds: the declared total, or all the arrival delivers."""
         return self.arrival.total if self.total is None else self.total
+
+    def state(self, alpha: float, tau_max: float) -> QueryState:
+        """The dynamic scheduler's state of this query at its submission."""
+        return QueryState(
+            name=self.name,
+            declared_total=self.total,
+            arrival=self.arrival,
+            window_end=self.window_end,
+            deadline=self.deadline,
+            cost=self.cost,
+            agg_cost=self.agg_cost,
+            alpha=alpha,
+            tau_max=tau_max,
+            submit_at=self.arrival.first_arrival if self.submit_at is None else self.submit_at,
+        )
 
 
 @dataclass(frozen=True)
 class LogEntry:
+    """One job on the resource, from `start` to `end`."""
+
     query: str
-    kind: str  # "partial" or "merge"
+    kind: JobKind
     size: int  # tuples of a partial; partials merged by a merge
     start: float
     end: float
@@ -71,18 +89,23 @@ class LogEntry:
 
 @dataclass(frozen=True)
 class Outcome:
+    """How one query's window ended."""
+
     finish: float
     deadline: float
     batches: int
-    cost: float
+    cost: float  # seconds its jobs held the resource
 
     @property
     def met(self) -> bool:
+        """The result was complete by the deadline."""
         return self.finish <= self.deadline
 
 
 @dataclass
 class SimResult:
+    """Every query's outcome and every job, in the order they ran."""
+
     outcomes: dict[str, Outcome]
     log: list[LogEntry]
     single_batch_cost: float  # sum of cost(N) over the queries: the normalizer
@@ -93,24 +116,23 @@ class SimResult:
 
     @property
     def total_cost(self) -> float:
+        """Seconds the resource was busy."""
         return sum(o.cost for o in self.outcomes.values())
 
     @property
     def normalized_cost(self) -> float:
+        """Total cost over the sum of single-batch costs (the paper's Fig. 7, bottom)."""
         return self.total_cost / self.single_batch_cost if self.single_batch_cost > 0 else 1.0
 
     @property
     def all_met(self) -> bool:
+        """Every query met its deadline."""
         return self.met_count == len(self.outcomes)
 
 
-def _check(queries: Sequence[SimQuery], policy: str, alpha: float, tau_max: float) -> None:
-    if policy not in POLICIES:
-        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not math.isfinite(alpha) or alpha <= 0:
-        raise ValueError(f"alpha must be a finite number > 0, got {alpha!r}")
-    if isinstance(tau_max, bool) or not isinstance(tau_max, int | float) or math.isnan(tau_max):
-        raise ValueError(f"tau_max must be a number of seconds, got {tau_max!r}")
+def _check(queries: Sequence[SimQuery], alpha: float, tau_max: float) -> None:
+    number(alpha, "alpha", above=0)
+    number(tau_max, "tau_max", above=0)
     if not queries:
         raise ValueError("queries must hold at least one query")
     seen: set[str] = set()
@@ -128,48 +150,42 @@ def simulate(
     queries: Sequence[SimQuery], *, policy: str, alpha: float, tau_max: float, min_batch: bool = True
 ) -> SimResult:
     """Run every query's window to its final merge; `min_batch=False` is the traditional baseline."""
-    _check(queries, policy, alpha, tau_max)
-    states = [
-        QueryState(
-            name=q.name,
-            declared_total=q.total,
-            arrival=q.arrival,
-            window_end=float(q.window_end),
-            deadline=float(q.deadline),
-            cost=q.cost,
-            agg_cost=q.agg_cost,
-            alpha=float(alpha),
-            tau_max=float(tau_max),
-            submit_at=q.arrival.first_arrival if q.submit_at is None else float(q.submit_at),
-        )
-        for q in queries
-    ]
-    choose = make_policy(policy, [s.name for s in states], min_batch)
+    chosen_policy = check_policy(policy)
+    _check(queries, alpha, tau_max)
+    states = [q.state(alpha, tau_max) for q in queries]
+    waiters = [Waiter(s, i, s.submit_at) for i, s in enumerate(states)]
     log: list[LogEntry] = []
-    now = min(s.submit_at for s in states)
-    while not all(s.done for s in states):
-        jobs = {s.name: job for s in states if (job := ready_job(s, now, min_batch)) is not None}
+    finish: dict[str, float] = {}
+    now = min(w.since for w in waiters)
+    while len(finish) < len(waiters):
+        jobs: dict[int, Job] = {}
+        for w in waiters:
+            if (job := ready_job(w.state, now, min_batch)) is not None:
+                jobs[w.request] = job
+            else:
+                w.idle(now)
         if not jobs:
-            later = min(next_ready_time(s, now, min_batch) for s in states)
+            later = min(next_ready_time(w.state, now, min_batch) for w in waiters)
             if not now < later < math.inf:
-                raise AssertionError(f"simulation stalled at {now}: next event at {later}")
+                raise RuntimeError(f"simulation stalled at {now}: next event at {later}")
             now = later
             continue
-        state = choose([s for s in states if s.name in jobs], now)
-        job = jobs[state.name]
+        first = pick(chosen_policy, [w for w in waiters if w.request in jobs], now, min_batch)[0]
+        job, state = jobs[first.request], first.state
         end = now + job.cost
         log.append(LogEntry(job.query, job.kind, job.size, now, end))
+        first.served(now, end)
         state.spent += job.cost
-        if job.kind == "merge":
-            state.finish = end
+        if job.kind == JobKind.MERGE:
+            state.finish = finish[state.name] = end
         else:
             state.processed += job.size
             state.batches += 1
             if state.all_processed and state.batches == 1:
-                state.finish = end  # one batch: nothing to merge
+                state.finish = finish[state.name] = end  # one batch: nothing to merge
         now = end
     return SimResult(
-        outcomes={s.name: Outcome(s.finish, s.deadline, s.batches, s.spent) for s in states},  # type: ignore[arg-type]
+        outcomes={s.name: Outcome(finish[s.name], s.deadline, s.batches, s.spent) for s in states},
         log=log,
         single_batch_cost=sum(q.cost.cost(q.tuples) for q in queries),
     )

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from airflow_iqp.dynamic import estimate_total, expected_time_of, next_ready_time, ready_job
+from airflow_iqp.constants import JobKind
+from airflow_iqp.dynamic import estimate_total, expected_time_of, next_ready_time, ready_job, ready_since
 from tests.dynamic import slow, state
 
 
@@ -16,7 +17,7 @@ def test_waits_for_min_batch_then_runs_it() -> None:
     assert next_ready_time(s, 2.0, True) == 3.0
     job = ready_job(s, 3.0, True)
     assert job is not None
-    assert (job.kind, job.size, job.cost) == ("partial", 3, 4.0)
+    assert (job.kind, job.size, job.cost) == (JobKind.PARTIAL, 3, 4.0)
 
 
 def test_takes_only_min_batch_even_when_more_arrived() -> None:
@@ -52,7 +53,7 @@ def test_traditional_takes_whatever_arrived() -> None:
 def test_merge_is_ready_once_everything_is_processed() -> None:
     job = ready_job(state(processed=10, batches=4), 20.0, True)
     assert job is not None
-    assert (job.kind, job.size, job.cost) == ("merge", 4, 3.0)
+    assert (job.kind, job.size, job.cost) == (JobKind.MERGE, 4, 3.0)
 
 
 def test_nothing_before_submission_or_after_finish() -> None:
@@ -69,3 +70,19 @@ def test_nothing_before_submission_or_after_finish() -> None:
 )
 def test_estimate_total_extrapolates_the_rate_to_the_window_end(arrived: int, now: float, expected: int) -> None:
     assert estimate_total(arrived, 1.0, now, 10.0) == expected
+
+
+def test_ready_since_is_when_the_job_ready_now_became_ready() -> None:
+    # MinBatch 3: tuple 3 lands at 3; a slow stream's batch fires when tuple 3 was due (3).
+    assert ready_since(state(), 1.0, 8.0, True) == 3.0
+    assert ready_since(state(slow()), 1.0, 8.0, True) == 3.0
+    assert ready_since(state(), 5.0, 8.0, True) == 5.0  # already ready when watching began
+    assert ready_since(state(), 1.0, 8.0, False) == 1.0  # any tuple makes a traditional batch
+    merge_next = state(processed=10, batches=4)
+    assert ready_since(merge_next, 12.0, 20.0, True) == 12.0
+
+
+def test_ready_since_waits_for_submission() -> None:
+    late = state()
+    late.submit_at = 6.0
+    assert ready_since(late, 1.0, 9.0, True) == 6.0

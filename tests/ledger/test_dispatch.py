@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from sqlalchemy import select, text
 
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
+from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.dispatch import Lease
 from airflow_iqp.ledger.models import DispatchRequest, Resource
@@ -30,7 +32,7 @@ def _s(seconds: float) -> datetime:
 
 
 def _window(session: Session, query: str, start: datetime = T0) -> int:
-    store.register_query(session, query, "SELECT 1", "partial_merge", {})
+    store.register_query(session, query, "SELECT 1", Mode.DYNAMIC, {})
     return store.record_plan(
         session, query, start, start + timedelta(seconds=10), start + timedelta(seconds=60), 10, {"method": "test"}, []
     )
@@ -45,7 +47,7 @@ def _register(
     deadline: datetime | None = None,
     remaining: float = 1.0,
     slot: int = 0,
-    kind: str = "partial",
+    kind: JobKind = JobKind.PARTIAL,
     lease_seconds: float = 30.0,
 ) -> int | None:
     return dispatch.register(
@@ -54,7 +56,7 @@ def _register(
         query=query,
         kind=kind,
         slot=slot,
-        reason="test",
+        reason=BatchReason.MIN_BATCH,
         deadline=deadline or _s(3600),
         remaining_cost=remaining,
         lease_seconds=lease_seconds,
@@ -85,7 +87,8 @@ def _waiting(url: str, queries: list[str], now: datetime = T0) -> list[int]:
 # qc at T0-30, qb at T0-20, qa at T0-10. So each policy serves a different request first.
 REQUESTS = [("qa", 100, 10.0), ("qb", 110, 50.0), ("qc", 200, 5.0), ("qd", 300, 100.0)]
 ORDER = {"edf": "abcd", "llf": "bacd", "sjf": "cabd", "rr": "dcba"}
-FIRST_KEYS = {  # the stored ranking of the first grant, best first, with each candidate's key
+# The stored ranking of the first grant, best first, with each candidate's key.
+FIRST_KEYS: dict[str, list[float | None]] = {
     "edf": [_s(100).timestamp(), _s(110).timestamp(), _s(200).timestamp(), _s(300).timestamp()],
     "llf": [60.0, 90.0, 195.0, 200.0],
     "sjf": [5.0, 10.0, 50.0, 100.0],
@@ -93,8 +96,8 @@ FIRST_KEYS = {  # the stored ranking of the first grant, best first, with each c
 }
 
 
-@pytest.mark.parametrize("policy", ["edf", "llf", "sjf", "rr"])
-def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, policy: str) -> None:
+@pytest.mark.parametrize("policy", list(Policy))
+def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, policy: Policy) -> None:
     windows: dict[str, int] = {}
     with session_scope(ledger_db) as s:
         for query, _, _ in REQUESTS:
@@ -115,20 +118,21 @@ def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, po
         assert dispatch.would_grant(s, policy=policy, resources=1, now=T0) == expected[:1]
         assert dispatch.would_grant(s, policy=policy, resources=3, now=T0) == expected[:3]
 
-    served = []
+    order = []
     for step in range(4):
         (lease,) = _grant(ledger_db, _s(step), policy)
         assert _grant(ledger_db, _s(step), policy) == []  # held: nothing more to hand out
-        served.append(lease.request)
+        order.append(lease.request)
         assert (lease.resource, lease.fence, lease.expires) == (0, 4 + step, _s(step + 30))
         with session_scope(ledger_db) as s:
             assert dispatch.release(s, lease, _s(step + 0.5)) is True
-    assert served == expected
+    assert order == expected
 
     with session_scope(ledger_db) as s:
         first = s.get(DispatchRequest, expected[0])
         assert first is not None
-        assert first.state == "released"
+        assert first.ranking is not None
+        assert first.state == RequestState.RELEASED
         assert first.granted_at == T0
         assert [r[0] for r in first.ranking] == expected
         assert [r[1] for r in first.ranking] == [f"q{letter}" for letter in ORDER[policy]]
@@ -137,6 +141,7 @@ def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, po
         assert [k for k in keys if k is not None] == pytest.approx([k for k in FIRST_KEYS[policy] if k is not None])
         last = s.get(DispatchRequest, expected[-1])
         assert last is not None
+        assert last.ranking is not None
         assert [r[0] for r in last.ranking] == expected[-1:]
 
 
@@ -150,7 +155,7 @@ def test_a_window_has_one_open_request(ledger_db: str) -> None:
         assert first is not None
         assert _register(s, window, "q1", now=T0, slot=0) == first  # a retried task gets its id back
         assert _register(s, window, "q1", now=T0, slot=1) is None  # another slot waits
-        assert _register(s, window, "q1", now=T0, slot=-1, kind="merge") is None
+        assert _register(s, window, "q1", now=T0, slot=-1, kind=JobKind.MERGE) is None
     (lease,) = _grant(ledger_db, _s(1))
     assert lease.request == first
     with session_scope(ledger_db) as s:
@@ -162,13 +167,13 @@ def test_a_window_has_one_open_request(ledger_db: str) -> None:
         assert second is not None
         assert second != first
         assert _register(s, window, "q1", now=_s(4), slot=0) is None
-    assert [_state(ledger_db, r).state for r in (first, second)] == ["released", "waiting"]
+    assert [_state(ledger_db, r).state for r in (first, second)] == [RequestState.RELEASED, RequestState.WAITING]
 
 
 def test_two_resources_grant_two_and_then_none_while_held(ledger_db: str) -> None:
     a, b, c = _waiting(ledger_db, ["qa", "qb", "qc"])
     leases = _grant(ledger_db, _s(1), resources=2)
-    assert [(l.request, l.resource, l.fence) for l in leases] == [(a, 0, 1), (b, 1, 1)]
+    assert [(lease.request, lease.resource, lease.fence) for lease in leases] == [(a, 0, 1), (b, 1, 1)]
     assert _grant(ledger_db, _s(2), resources=2) == []
     with session_scope(ledger_db) as s:
         assert dispatch.would_grant(s, policy="edf", resources=2, now=_s(2)) == []
@@ -176,7 +181,11 @@ def test_two_resources_grant_two_and_then_none_while_held(ledger_db: str) -> Non
         assert dispatch.release(s, leases[1], _s(3)) is True
     (lease,) = _grant(ledger_db, _s(4), resources=2)
     assert (lease.request, lease.resource, lease.fence) == (c, 1, 2)
-    assert [_state(ledger_db, r).state for r in (a, b, c)] == ["granted", "released", "granted"]
+    assert [_state(ledger_db, r).state for r in (a, b, c)] == [
+        RequestState.GRANTED,
+        RequestState.RELEASED,
+        RequestState.GRANTED,
+    ]
 
 
 def test_nothing_is_granted_while_the_lease_is_live(ledger_db: str) -> None:
@@ -189,8 +198,8 @@ def test_nothing_is_granted_while_the_lease_is_live(ledger_db: str) -> None:
     with session_scope(ledger_db) as s:
         assert dispatch.would_grant(s, policy="edf", resources=1, now=_s(29)) == []
         assert dispatch.would_grant(s, policy="edf", resources=1, now=_s(31)) == [b]
-    assert _state(ledger_db, b).state == "waiting"
-    assert _state(ledger_db, a) == dispatch.RequestStatus(a, "granted", lease)
+    assert _state(ledger_db, b).state == RequestState.WAITING
+    assert _state(ledger_db, a) == dispatch.RequestStatus(a, RequestState.GRANTED, lease)
 
 
 def test_an_expired_lease_is_reclaimed_and_its_stale_holder_is_fenced_off(ledger_db: str) -> None:
@@ -199,7 +208,7 @@ def test_an_expired_lease_is_reclaimed_and_its_stale_holder_is_fenced_off(ledger
     assert (old.request, old.fence) == (a, 1)
     (new,) = _grant(ledger_db, _s(31))  # a's holder died: no heartbeat for 30 s
     assert (new.request, new.resource, new.fence, new.expires) == (b, 0, 2, _s(61))
-    assert _state(ledger_db, a) == dispatch.RequestStatus(a, "expired", None)
+    assert _state(ledger_db, a) == dispatch.RequestStatus(a, RequestState.EXPIRED, None)
     with session_scope(ledger_db) as s:
         assert s.get(DispatchRequest, a).released_at == _s(31)  # type: ignore[union-attr]
     with session_scope(ledger_db) as s:  # the stale holder wakes up
@@ -211,10 +220,10 @@ def test_an_expired_lease_is_reclaimed_and_its_stale_holder_is_fenced_off(ledger
         assert resource is not None
         assert (resource.holder_id, resource.fence) == (b, 2)
         assert resource.lease_expires == _s(61)
-    assert _state(ledger_db, a).state == "expired"
+    assert _state(ledger_db, a).state == RequestState.EXPIRED
     assert _grant(ledger_db, _s(34)) == []  # b still holds it: c waits
-    assert _state(ledger_db, b) == dispatch.RequestStatus(b, "granted", new)
-    assert _state(ledger_db, c).state == "waiting"
+    assert _state(ledger_db, b) == dispatch.RequestStatus(b, RequestState.GRANTED, new)
+    assert _state(ledger_db, c).state == RequestState.WAITING
 
 
 def test_a_heartbeat_extends_the_lease_so_it_is_not_reclaimed(ledger_db: str) -> None:
@@ -224,7 +233,7 @@ def test_a_heartbeat_extends_the_lease_so_it_is_not_reclaimed(ledger_db: str) ->
         extended = dispatch.heartbeat(s, lease, _s(20))
     assert extended == Lease(a, 0, 1, _s(50))
     assert _grant(ledger_db, _s(40)) == []  # past the first expiry, within the extended one
-    assert _state(ledger_db, a) == dispatch.RequestStatus(a, "granted", extended)
+    assert _state(ledger_db, a) == dispatch.RequestStatus(a, RequestState.GRANTED, extended)
     (taken,) = _grant(ledger_db, _s(51))  # no heartbeat since: now it is reclaimed
     assert (taken.request, taken.fence) == (b, 2)
     with session_scope(ledger_db) as s:
@@ -236,13 +245,13 @@ def test_release_frees_the_resource_for_the_next_request(ledger_db: str) -> None
     (first,) = _grant(ledger_db, T0)
     with session_scope(ledger_db) as s:
         assert dispatch.release(s, first, _s(5)) is True
-    assert _state(ledger_db, a) == dispatch.RequestStatus(a, "released", None)
+    assert _state(ledger_db, a) == dispatch.RequestStatus(a, RequestState.RELEASED, None)
     (second,) = _grant(ledger_db, _s(6))
     assert (second.request, second.fence) == (b, 2)
     with session_scope(ledger_db) as s:
         assert dispatch.release(s, first, _s(7)) is False  # twice: the second one does nothing
         assert s.get(DispatchRequest, a).released_at == _s(5)  # type: ignore[union-attr]
-    assert _state(ledger_db, b).state == "granted"
+    assert _state(ledger_db, b).state == RequestState.GRANTED
     assert _grant(ledger_db, _s(8)) == []
 
 
@@ -260,7 +269,7 @@ def test_bad_input_is_refused_naming_the_field(ledger_db: str) -> None:
             dispatch.would_grant(s, policy="edf", resources=bad, now=T0)
     with pytest.raises(ValueError, match="policy"), session_scope(ledger_db) as s:
         dispatch.grant(s, policy="fifo", resources=1, now=T0)
-    with pytest.raises(ValueError, match="no dispatch request"), session_scope(ledger_db) as s:
+    with pytest.raises(LedgerLookupError, match="no dispatch request 10000"), session_scope(ledger_db) as s:
         dispatch.status(s, 10_000)
     (lease,) = _grant(ledger_db, T0)
     assert lease.request == a
@@ -307,10 +316,10 @@ def test_a_heartbeat_that_commits_during_a_grant_keeps_its_lease(
     if beat["lease"] is not None:  # the heartbeat won: a keeps the resource until T0+61
         assert beat["lease"] == Lease(a, 0, 1, _s(61))
         assert granted == []
-        assert [_state(ledger_db, r).state for r in (a, b)] == ["granted", "waiting"]
+        assert [_state(ledger_db, r).state for r in (a, b)] == [RequestState.GRANTED, RequestState.WAITING]
     else:  # the grant won
-        assert [(l.request, l.fence) for l in granted] == [(b, 2)]
-        assert [_state(ledger_db, r).state for r in (a, b)] == ["expired", "granted"]
+        assert [(lease.request, lease.fence) for lease in granted] == [(b, 2)]
+        assert [_state(ledger_db, r).state for r in (a, b)] == [RequestState.EXPIRED, RequestState.GRANTED]
 
 
 # -- lease safety under contention ---------------------------------------------------------------
@@ -321,7 +330,7 @@ HOLD_SECONDS = 0.002
 # Without it SQLite starves releases: a waiting writer polls for the lock with growing sleeps
 # (up to 100 ms) while the spinning claimers retake it at once, and grants collapse to ~1 %.
 CLAIM_PAUSE_SECONDS = 0.002
-POLICIES = ("edf", "llf", "sjf", "rr")
+POLICIES = list(Policy)
 ORDERING_LOCK = 4242
 
 
@@ -400,12 +409,12 @@ def _claimer(url: str, worker: int, window_id: int, resources: int, shared: dict
             stats["overlapped"] += overlapped
             with session_scope(url) as s:
                 leases = dispatch.grant(s, policy=policy, resources=resources, now=_clock(s, exclusive=False))
-                mine = next((l for l in leases if l.request == request), None)
+                mine = next((lease for lease in leases if lease.request == request), None)
                 if mine is None:  # someone else's grant may have served us (ours is valid once committed)
                     found = dispatch.status(s, request)
-                    if found.state == "granted":
+                    if found.state == RequestState.GRANTED:
                         mine, stats["handed_over"] = found.lease, stats["handed_over"] + 1
-                    elif found.state != "waiting":
+                    elif found.state != RequestState.WAITING:
                         problems.append(f"request {request} is {found.state} without being released")
             with claims.get_lock():
                 in_flight.value -= 1
@@ -417,7 +426,7 @@ def _claimer(url: str, worker: int, window_id: int, resources: int, shared: dict
             else:
                 time.sleep(CLAIM_PAUSE_SECONDS)
         shared["barrier"].wait(timeout=300)  # no grant happens after this: settle what is left
-        if request is not None and (found := _state(url, request)).state == "granted":
+        if request is not None and (found := _state(url, request)).state == RequestState.GRANTED:
             stats["held"] += 1
             if problem := _hold_and_release(url, found.lease, shared, resources, stats):  # type: ignore[arg-type]
                 problems.append(problem)
@@ -482,7 +491,7 @@ def test_contested_claims_never_grant_a_resource_twice(ledger_db: str, resources
         f" release took {release_mean * 1000:.1f} ms on average, {release_max * 1000:.0f} ms at most"
     )
     assert len(requests) == held
-    assert all(r.state == "released" and r.released_at is not None for r in requests)
+    assert all(r.state == RequestState.RELEASED and r.released_at is not None for r in requests)
     by_resource: dict[int, list[Any]] = defaultdict(list)
     for r in requests:
         by_resource[r.resource_id].append(r)
