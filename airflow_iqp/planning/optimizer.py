@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ortools.linear_solver import pywraplp  # type: ignore[import-untyped]  # ortools ships no py.typed marker
+from ortools.linear_solver import pywraplp
 
 from airflow_iqp.planning.arrival import FixedRateArrival, StepArrival
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost

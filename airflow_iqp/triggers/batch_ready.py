@@ -23,7 +23,7 @@ class BatchReadyTrigger(BaseTrigger):
     """Fires when `slots.decide` tells the slot to run or to skip."""
 
     def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ has no annotations
+        super().__init__()  # BaseTrigger.__init__ has no annotations
         self.spec = spec
         self.poll_interval = poll_interval
 
@@ -43,4 +43,4 @@ class BatchReadyTrigger(BaseTrigger):
         """Poll on wall-clock multiples of the interval while the slot must wait."""
         while (action := await asyncio.to_thread(self.look)) is SlotAction.WAIT:
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
-        yield TriggerEvent({"action": action.value})  # type: ignore[no-untyped-call]  # TriggerEvent has none
+        yield TriggerEvent({"action": action.value})  # TriggerEvent has none

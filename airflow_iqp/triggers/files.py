@@ -24,7 +24,7 @@ class FilesLandedTrigger(BaseTrigger):
     """Fires once every path exists."""
 
     def __init__(self, paths: Sequence[str], poll_interval: float = 1.0) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ has no annotations
+        super().__init__()  # BaseTrigger.__init__ has no annotations
         self.paths = list(paths)
         self.poll_interval = poll_interval
 
@@ -44,4 +44,4 @@ class FilesLandedTrigger(BaseTrigger):
         while missing := self.missing():
             self.log.debug("%d of %d files not landed yet, e.g. %s", len(missing), len(self.paths), missing[0])
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
-        yield TriggerEvent({"landed": len(self.paths)})  # type: ignore[no-untyped-call]  # TriggerEvent has none
+        yield TriggerEvent({"landed": len(self.paths)})  # TriggerEvent has none

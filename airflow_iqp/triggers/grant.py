@@ -28,7 +28,7 @@ class GrantTrigger(BaseTrigger):
     """Polls the request's state and whether the policy would grant it now."""
 
     def __init__(self, request_id: int, policy: Policy | str, resources: int, poll_interval: float = 1.0) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # BaseTrigger.__init__ has no annotations
+        super().__init__()  # BaseTrigger.__init__ has no annotations
         self.request_id = request_id
         self.policy = Policy(policy)  # a plain string after a round trip through the trigger's kwargs
         self.resources = resources
@@ -61,4 +61,4 @@ class GrantTrigger(BaseTrigger):
         while (seen := await asyncio.to_thread(self.look)) is None:
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
         event = {"request_id": self.request_id, "state": str(seen)}
-        yield TriggerEvent(event)  # type: ignore[no-untyped-call]  # TriggerEvent.__init__ has no annotations
+        yield TriggerEvent(event)  # TriggerEvent.__init__ has no annotations

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
@@ -209,10 +210,11 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
         row = window_row(session, "q6", START)
     assert row is not None
     assert not gave_up(row)
-    failed = type(row.batches[0])(**{**row.batches[0].__dict__, "status": "failed", "attempts": 2})
-    assert gave_up(type(row)(**{**row.__dict__, "batches": (failed,)}))
-    assert next_window_start(START) == START
-    assert next_window_start(START + timedelta(seconds=1)) == END
+    failed = replace(row.batches[0], status="failed", attempts=2)
+    assert gave_up(replace(row, batches=(failed,)))
+    window = END - START
+    assert next_window_start(START, window) == START
+    assert next_window_start(START + timedelta(seconds=1), window) == END
 
 
 def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> None:
