@@ -59,13 +59,13 @@ class EventTimePattern:
         values = {name: unquote(value) for name, value in match.groupdict().items() if value is not None}
         try:
             return _time_of(values)
-        except (ValueError, OverflowError, ArithmeticError):
+        except (ValueError, ArithmeticError):
             return None
 
 
 def _time_of(values: dict[str, str]) -> datetime | None:
     if "epoch" in values:
-        # Decimal, not float: a float has no microseconds left for today's epochs.
+        # Decimal, not float: a float rounds the microseconds of a time like today's.
         return _EPOCH + timedelta(microseconds=int(Decimal(values["epoch"]).scaleb(6).to_integral_value()))
     if "datetime" in values or "ts" in values:
         parsed = datetime.fromisoformat(values.get("datetime") or values["ts"])
