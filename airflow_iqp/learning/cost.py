@@ -8,11 +8,14 @@ see benchmarks/learning_speed.py), so callers refit from all observations after 
 instead of updating a model incrementally.
 
 **Recency.** The machine's load changes, so recent jobs count more: an observation's weight
-halves with every `HALF_LIFE` newer observations of the same kind, and only the newest `RECENT`
-of each kind (older ones weigh under 0.1%) are fitted. Counting jobs rather than seconds keeps
-one rule for any window length; old observations at sizes no recent job had still place the
-model's ends there (the smallest and largest sizes are always knots), since nothing newer says
-otherwise.
+halves with every `HALF_LIFE` newer observations of the same kind (a few windows' partials, ten
+windows' merges). After a change of load the model has moved seven eighths of the way within
+three half-lives, while the weighted fit still rests on about 30 observations' worth of data
+(the effective sample size), which keeps the noise down. Only the newest `RECENT` of each kind
+are fitted (older ones weigh under 0.1%), so a caller may read just those. Counting jobs rather
+than seconds keeps one rule for any window length. Old observations at sizes no recent job had
+still place the model there (the smallest and largest sizes are always knots): nothing newer
+says otherwise.
 
 **How many observations.** Each knot rests on at least `OBSERVATIONS_PER_KNOT` observations
 (never fewer than two knots while there are two sizes), so residuals measure noise instead of
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-HALF_LIFE = 20  # observations of one kind after which an observation weighs half
+HALF_LIFE = 10  # observations of one kind after which an observation weighs half
 RECENT = 10 * HALF_LIFE  # observations of one kind fitted; the next older would weigh < 0.1%
 OBSERVATIONS_PER_KNOT = 3
 ENOUGH_PARTIALS = 6  # two knots' worth: below this, or below ENOUGH_MERGES, a calibration
@@ -99,9 +102,12 @@ class Spread:
     """Relative residuals (observed - predicted) / predicted of a fit, weighted like the fit.
 
     A job took (1 + r) times its prediction; p90 and p95 are the weighted quantiles (the
-    smallest residual with at least that share of the weight at or below it). Residuals are
-    measured on the data the model was fitted to, so they understate the error on new jobs
-    while observations are few (see `LearnedCost.source`).
+    smallest residual with at least that share of the weight at or below it). Residuals on the
+    data the model was fitted to understate the error on new jobs, so std and the quantiles'
+    distance from the mean are widened by the degrees of freedom the fit used (the usual
+    n / (n - parameters) correction of the variance). While the fit has no observation to spare
+    (a calibration: two timings on a line), the spread is zero and means nothing; see
+    `LearnedCost.source`.
     """
 
     mean: float
@@ -122,6 +128,8 @@ class Spread:
 
     def scaled(self, factor: float) -> Spread:
         """The same residuals measured against predictions `factor` times larger."""
+        if factor == 1:  # exactly: no margin leaves the model as it was
+            return self
         return Spread(
             mean=(1 + self.mean) / factor - 1,
             std=self.std / factor,
@@ -261,11 +269,17 @@ def _fit_kind(observations: list[Observation]) -> tuple[PiecewiseLinearCost, Spr
     predicted = np.maximum(np.interp(np.maximum(sizes, 1), xs, ys), MIN_SECONDS)
     residuals = (seconds - predicted) / predicted
     mean = float(np.average(residuals, weights=weights))
+    # The fit spent one degree of freedom per knot on these very points; widening the
+    # deviations by sqrt(n / (n - knots)) (n: the effective sample size of the weights) makes
+    # the variance unbiased for new jobs. With no observation to spare there is nothing to widen.
+    effective = weights.sum() ** 2 / (weights**2).sum()
+    spare = effective - len(model.points)
+    widen = math.sqrt(effective / spare) if spare > 0 else 1.0
     spread = Spread(
         mean=mean,
-        std=math.sqrt(float(np.average((residuals - mean) ** 2, weights=weights))),
-        p90=_weighted_quantile(residuals, weights, 0.9),
-        p95=_weighted_quantile(residuals, weights, 0.95),
+        std=widen * math.sqrt(float(np.average((residuals - mean) ** 2, weights=weights))),
+        p90=mean + widen * (_weighted_quantile(residuals, weights, 0.9) - mean),
+        p95=mean + widen * (_weighted_quantile(residuals, weights, 0.95) - mean),
         count=len(observations),
     )
     return model, spread

@@ -84,6 +84,8 @@ def fit_piecewise(
         )
     if not (np.isfinite(w).all() and (w > 0).all()):
         raise ValueError("weights must be finite and > 0")
+    if max_knots < 2:
+        raise ValueError(f"max_knots must be >= 2 (two knots make a line), got {max_knots}")
     knots = choose_knots(x, max_knots)
     if len(knots) == 1:
         values = np.array([np.average(y, weights=w)])
