@@ -4,3 +4,25 @@ Pure: numpy, no Airflow or Spark import, so the plan task, the CLI and the simul
 """
 
 from __future__ import annotations
+
+from airflow_iqp.learning.cost import (
+    CostSource,
+    LearnedCost,
+    NotEnoughObservations,
+    Observation,
+    Spread,
+    fit_cost,
+)
+from airflow_iqp.learning.rate import LearnedRate, WindowInput, learned_rate
+
+__all__ = [
+    "CostSource",
+    "LearnedCost",
+    "LearnedRate",
+    "NotEnoughObservations",
+    "Observation",
+    "Spread",
+    "WindowInput",
+    "fit_cost",
+    "learned_rate",
+]

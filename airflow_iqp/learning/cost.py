@@ -55,7 +55,7 @@ RECENT = 10 * HALF_LIFE  # observations of one kind fitted; the next older would
 OBSERVATIONS_PER_KNOT = 3
 ENOUGH_PARTIALS = 6  # two knots' worth: below this, or below ENOUGH_MERGES, a calibration
 ENOUGH_MERGES = 3
-MIN_SECONDS = 1e-3  # predictions below a millisecond divide relative residuals as a millisecond
+MIN_SECONDS = 1e-3  # a prediction under a millisecond counts as one when residuals are divided by it
 QUANTILES = {0.9: "p90", 0.95: "p95"}  # the quantiles a Spread keeps, by level
 
 
