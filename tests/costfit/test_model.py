@@ -1,4 +1,4 @@
-"""Cost-model fitting: the fitter on known shapes, the file round trip, one real measurement, the committed models."""
+"""Cost-model files: the round trip, one real measurement, the committed models (the fitter: tests/learning)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pytest
 
 from airflow_iqp.constants import ExecutionPath
-from airflow_iqp.costfit.fit import fit_piecewise, pool_adjacent_violators
 from airflow_iqp.costfit.measure import Measurements, Plan, measure
 from airflow_iqp.costfit.model import write_model
 from airflow_iqp.planning.cost_model_file import PATHS, load_cost_model
@@ -26,37 +24,6 @@ IN_PROCESS, SPARK_SUBMIT = ExecutionPath.IN_PROCESS, ExecutionPath.SPARK_SUBMIT
 def knee(x: np.ndarray) -> np.ndarray:
     """Flat-ish start-up, then a steeper rate past 8000 tuples: the shape Spark jobs show."""
     return np.where(x < 8000, 2.0 + x * 1e-4, 2.8 + (x - 8000) * 5e-4)
-
-
-def test_fit_recovers_a_known_piecewise_linear_shape() -> None:
-    x = np.repeat([1000.0, 2000, 4000, 8000, 16000, 32000], 3)
-    y = knee(x) + np.random.default_rng(0).normal(0, 0.01, len(x))
-    fit = fit_piecewise(x, y)
-    knots = np.array([p[0] for p in fit.points])
-    assert len(fit.points) <= 4
-    assert 8000 in knots
-    assert np.allclose([p[1] for p in fit.points], knee(knots), rtol=0.02)
-    assert fit.rmse < 0.02
-    assert fit.max_relative_error < 0.02
-
-
-def test_fit_is_monotone_even_when_timings_fall() -> None:
-    fit = fit_piecewise([1, 2, 4, 8, 8], [3.0, 2.0, 2.5, 1.0, 1.2])
-    seconds = [s for _, s in fit.points]
-    assert seconds == sorted(seconds)
-    assert min(seconds) >= 0
-    assert [x for x, _ in fit.points] == sorted({x for x, _ in fit.points})
-
-
-def test_pool_adjacent_violators_averages_a_decreasing_run() -> None:
-    pooled = pool_adjacent_violators(np.array([1.0, 3.0, 2.0, 4.0]), np.ones(4))
-    assert pooled.tolist() == [1.0, 2.5, 2.5, 4.0]
-
-
-def test_a_single_size_gives_a_constant_cost() -> None:
-    fit = fit_piecewise([16, 16], [4.0, 6.0])
-    assert fit.points == [[16.0, 5.0]]
-    assert fit.rmse == pytest.approx(1.0)
 
 
 def synthetic(scale: float) -> Measurements:
