@@ -81,4 +81,18 @@ class BatchReason(StrEnum):
     ALL_PROCESSED = "all_processed"  # every batch is done: the merge
 
 
+class OnLate(StrEnum):
+    """What a file that comes after its window's merge started does to the window's result."""
+
+    RECORD = "record"  # recorded and reported on the window; the result stays
+    REMERGE = "remerge"  # also processed, and a corrected result replaces the old one
+
+
+class OnCorrupt(StrEnum):
+    """What an unreadable input file does to its batch."""
+
+    FAIL = "fail"  # the batch fails with a message naming the file
+    QUARANTINE = "quarantine"  # the file is moved aside and recorded; the result is flagged incomplete
+
+
 OPEN_REQUEST_STATES = (RequestState.WAITING, RequestState.GRANTED)

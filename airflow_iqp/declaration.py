@@ -1,29 +1,53 @@
 """What a DAG file declares about one intermittent query, checked when the DAG file is parsed.
 
-A declaration names a query file, a window, a deadline after the window end, the landing
-directory its stream files arrive in, the expected arrival rate (or "learn"), and a fitted
-cost model. Everything that can be wrong with it is found here, at parse time, with a message
-that says what to fix, so a broken declaration never reaches a worker.
+A declaration names a query file, a window, a deadline after the window end, the streams its
+input arrives on (`FileStream`s) and its static tables, where each window's result goes, the
+expected arrival rate (or "learn") and a cost model (a fitted file, or "learn"). Everything that
+can be wrong with it is found here, at parse time, with a message that says what to fix, so a
+broken declaration never reaches a worker.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
-from airflow_iqp.constants import ExecutionPath, Mode
+from airflow_iqp.constants import ExecutionPath, Mode, OnCorrupt, OnLate
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
+from airflow_iqp.results.template import OutputTemplate
 from airflow_iqp.sql import Decomposition, decompose
+from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.streams.static import StaticInput, static_input
 from airflow_iqp.validation import number
 
-COST_MODELS_DIR = Path(__file__).resolve().parents[1] / "cost_models"
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+_E = TypeVar("_E", bound=StrEnum)
+EXAMPLE_COST_MODELS = Path(__file__).resolve().parent / "examples" / "cost_models"
 LEARN = "learn"
+
+
+class CostModel(Protocol):
+    """A partial model (seconds by rows) and a merge model (seconds by partials): a fitted file's
+    or a learned one's.
+    """
+
+    @property
+    def partial(self) -> PiecewiseLinearCost:
+        """Seconds of one partial job by its input rows."""
+
+    @property
+    def merge(self) -> PiecewiseLinearCost:
+        """Seconds of the merge job by the partials it merges."""
 
 
 @dataclass(frozen=True)
@@ -50,35 +74,53 @@ class ArrivalRate:
 class Declaration:
     """One intermittent query as its DAG file declared it, checked whole by `declare`."""
 
+    dag_id: str
     query: QueryDefinition
     decomposition: Decomposition
     window: timedelta
     deadline: timedelta  # after the window end
-    landing: Path
+    streams: Mapping[str, FileStream] = field(hash=False)
+    static: Mapping[str, StaticInput] = field(hash=False)
+    output: OutputTemplate
     rate: ArrivalRate | Literal["learn"]
-    cost_model: FittedCostModel
+    cost_model: Path | Literal["learn"]  # a fitted model file, or learned from the DAG's own jobs
     mode: Mode = Mode.STATIC  # static: batches planned per window; dynamic: MinBatch, picked live
     alpha: float | None = None  # dynamic: batched cost may exceed one batch by this fraction
     tau_max: float | None = None  # dynamic: seconds one batch may hold the shared resource
+    on_late: OnLate = OnLate.RECORD
+    on_corrupt: OnCorrupt = OnCorrupt.FAIL
 
     @property
     def name(self) -> str:
-        """The query's name: DAG id, ledger key and cost-model file name derive from it."""
+        """The query's name (its file's stem)."""
         return self.query.name
+
+    @property
+    def learns_cost(self) -> bool:
+        """Whether the cost model is learned from the DAG's own jobs."""
+        return self.cost_model == LEARN
+
+    def fitted_model(self, path: ExecutionPath) -> FittedCostModel:
+        """The declared model file's section for an execution path."""
+        if self.cost_model == LEARN:
+            raise InvalidDeclaration(f"{self.dag_id} learns its cost model: there is no fitted file to read")
+        try:
+            return load_cost_model(self.cost_model, path)
+        except ValueError as err:
+            raise InvalidDeclaration(f"cost_model: {err} (fit one with `iqp fit-cost-model`)") from None
 
     def dynamic_limits(self) -> tuple[float, float]:
         """The MinBatch limits (alpha, tau_max), which only a dynamic declaration has."""
         if self.alpha is None or self.tau_max is None:
             raise InvalidDeclaration(
-                f"{self.name} is declared mode={self.mode.value!r}: it has no alpha and tau_max to size MinBatch with"
+                f"{self.dag_id} is declared mode={self.mode.value!r}: it has no alpha and tau_max to size MinBatch with"
             )
         return self.alpha, self.tau_max
 
 
-def file_costs(model: FittedCostModel, rows_per_file: float) -> tuple[PiecewiseLinearCost, PiecewiseLinearCost]:
-    """Partial cost by files instead of rows (batches are cut at file boundaries), and merge cost."""
-    points = [(rows / rows_per_file, seconds) for rows, seconds in model.partial.points]
-    return PiecewiseLinearCost(points), model.merge
+def file_costs(model: CostModel, rows_per_file: float) -> PiecewiseLinearCost:
+    """Partial cost by files instead of rows: batches are cut at file boundaries."""
+    return PiecewiseLinearCost([(rows / rows_per_file, seconds) for rows, seconds in model.partial.points])
 
 
 @dataclass(frozen=True)
@@ -94,7 +136,7 @@ class WindowPlan:
         return self.plan.finish + self.merge_seconds
 
 
-def merge_costs(model: FittedCostModel) -> tuple[float, PiecewiseLinearCost]:
+def merge_costs(model: CostModel) -> tuple[float, PiecewiseLinearCost]:
     """The merge job that always runs (merge(1)), and what k partials add to it."""
     always = model.merge.cost(1)
     return always, PiecewiseLinearCost([(k, max(0.0, s - always)) for k, s in model.merge.points])
@@ -116,23 +158,23 @@ class DynamicBatching:
         return 2 * self.min_batch.batches(self.expected_files) + 1
 
 
-def dynamic_batching(declaration: Declaration, rate: ArrivalRate) -> DynamicBatching:
+def dynamic_batching(declaration: Declaration, rate: ArrivalRate, model: CostModel) -> DynamicBatching:
     """MinBatch and the tau_max bound of a dynamic declaration, in files at `rate`."""
     alpha, tau_max = declaration.dynamic_limits()
     files = rate.files_in(declaration.window)
-    cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
-    _, extra_merge = merge_costs(declaration.cost_model)
+    cost = file_costs(model, rate.rows_per_file)
+    _, extra_merge = merge_costs(model)
     one_file = cost.cost(1)
     if one_file > tau_max:
         raise InvalidDeclaration(
-            f"tau_max ({tau_max:g} s) is below the cost of one file of {declaration.name} "
+            f"tau_max ({tau_max:g} s) is below the cost of one file of {declaration.dag_id} "
             f"(~{rate.rows_per_file:g} rows: {one_file:.1f} s by the cost model): no batch fits; raise tau_max"
         )
     found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=alpha, tau_max=tau_max)
     return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(tau_max))), files)
 
 
-def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greedy") -> WindowPlan:
+def plan_files(declaration: Declaration, rate: ArrivalRate, model: CostModel, method: str = "greedy") -> WindowPlan:
     """Plan one window, files evenly spaced at the rate.
 
     The planner assumes one batch needs no merge, but our partial output is never the final
@@ -141,50 +183,51 @@ def plan_files(declaration: Declaration, rate: ArrivalRate, method: str = "greed
     """
     files = rate.files_in(declaration.window)
     window_s = declaration.window.total_seconds()
-    cost, _ = file_costs(declaration.cost_model, rate.rows_per_file)
-    always, extra_merge = merge_costs(declaration.cost_model)
+    always, extra_merge = merge_costs(model)
     plan = plan_single_query(
         total=files,
         arrival=ArrivalCurve.fixed_rate(0.0, (files - 1) / rate.files_per_second, files),
         window_end=window_s,
         deadline=window_s + declaration.deadline.total_seconds() - always,
-        cost=cost,
+        cost=file_costs(model, rate.rows_per_file),
         agg_cost=extra_merge,
         method=method,
     )
     return WindowPlan(plan, always)
 
 
-def _resolve_cost_model(cost_model: str | Path, execution_path: ExecutionPath) -> FittedCostModel:
-    path = Path(cost_model)
-    if path.suffix != ".json":
-        path = COST_MODELS_DIR / f"{cost_model}.json"
-    try:
-        return load_cost_model(path, execution_path)
-    except ValueError as err:
-        raise InvalidDeclaration(f"cost_model: {err} (fit one with `iqp fit-cost-model QUERY`)") from None
-
-
 def declare(
     *,
-    query: str,
+    dag_id: str,
+    query: str | Path,
     window: timedelta,
     deadline: timedelta,
-    landing: str | Path,
-    rate: ArrivalRate | Literal["learn"],
-    cost_model: str | Path,
+    streams: Mapping[str, FileStream],
+    output: str,
+    static: Mapping[str, str] | None = None,
+    rate: ArrivalRate | Literal["learn"] = LEARN,
+    cost_model: str | Path = LEARN,
     mode: Mode | str = Mode.STATIC,
     alpha: float | None = None,
     tau_max: float | timedelta | None = None,
+    on_late: OnLate | str = OnLate.RECORD,
+    on_corrupt: OnCorrupt | str = OnCorrupt.FAIL,
+    base_dir: Path | None = None,
     execution_path: ExecutionPath = ExecutionPath.SPARK_SUBMIT,
 ) -> Declaration:
-    """Check a declaration whole; the first problem found is raised as InvalidDeclaration."""
+    """Check a declaration whole; the first problem found is raised as InvalidDeclaration.
+
+    `base_dir` is the DAG file's folder, against which a relative query path is resolved.
+    """
     try:
-        definition = load_query(query)
+        definition = load_query(query, base_dir)
     except ValueError as err:
         raise InvalidDeclaration(f"query: {err}") from None
+    checked_streams = _check_streams(streams)
+    checked_static = {name: static_input(name, value) for name, value in (static or {}).items()}
+    _check_tables(definition, checked_streams, checked_static)
     try:
-        decomposition = decompose(definition.sql, definition.streams)
+        decomposition = decompose(definition.sql, checked_streams)
     except ValueError as err:  # UnsupportedQuery and parse errors
         raise InvalidDeclaration(f"query {definition.name} ({definition.path}): {err}") from None
     if not isinstance(window, timedelta) or window <= timedelta(0):
@@ -199,40 +242,111 @@ def declare(
         tau_max = tau_max.total_seconds()
     checked_mode, alpha, tau_max = _check_mode(mode, alpha, tau_max)
     declaration = Declaration(
+        dag_id=dag_id,
         query=definition,
         decomposition=decomposition,
         window=window,
         deadline=deadline,
-        landing=Path(landing),
+        streams=checked_streams,
+        static=checked_static,
+        output=OutputTemplate(output),
         rate=rate,
-        cost_model=_resolve_cost_model(cost_model, execution_path),
+        cost_model=_resolve_cost_model(cost_model, base_dir),
         mode=checked_mode,
         alpha=alpha,
         tau_max=tau_max,
+        on_late=_choice(on_late, OnLate, "on_late"),
+        on_corrupt=_choice(on_corrupt, OnCorrupt, "on_corrupt"),
     )
-    if checked_mode is Mode.DYNAMIC:
-        if isinstance(rate, ArrivalRate):
-            dynamic_batching(declaration, rate)  # tau_max against one file's cost
-        return declaration
-    if isinstance(rate, ArrivalRate):
-        planned = plan_files(declaration, rate)
-        if planned.plan.earliest_deadline is not None:  # set exactly when the deadline cannot be met
-            earliest = planned.plan.earliest_deadline + planned.merge_seconds - window.total_seconds()
-            raise InvalidDeclaration(
-                f"deadline {deadline.total_seconds():g} s after the window end can never be met for "
-                f"{rate.files_in(window)} files of ~{rate.rows_per_file:g} rows per window: the earliest "
-                f"feasible deadline is {math.ceil(earliest * 10) / 10:g} s after the window end"
-            )
+    if isinstance(rate, ArrivalRate) and not declaration.learns_cost:
+        _check_feasible(declaration, rate, declaration.fitted_model(execution_path))
     return declaration
+
+
+def _check_feasible(declaration: Declaration, rate: ArrivalRate, model: CostModel) -> None:
+    """With a declared rate and a fitted model, an unmeetable deadline is found at parse time."""
+    if declaration.mode is Mode.DYNAMIC:
+        dynamic_batching(declaration, rate, model)  # tau_max against one file's cost
+        return
+    planned = plan_files(declaration, rate, model)
+    if planned.plan.earliest_deadline is not None:  # set exactly when the deadline cannot be met
+        window_s = declaration.window.total_seconds()
+        earliest = planned.plan.earliest_deadline + planned.merge_seconds - window_s
+        raise InvalidDeclaration(
+            f"deadline {declaration.deadline.total_seconds():g} s after the window end can never be met for "
+            f"{rate.files_in(declaration.window)} files of ~{rate.rows_per_file:g} rows per window: the earliest "
+            f"feasible deadline is {math.ceil(earliest * 10) / 10:g} s after the window end"
+        )
+
+
+def _check_streams(streams: object) -> dict[str, FileStream]:
+    if not isinstance(streams, Mapping) or not streams:
+        raise InvalidDeclaration(
+            "streams must map each stream table the query reads to a FileStream, e.g. "
+            "streams={'sales': FileStream('/data/sales/')}"
+        )
+    checked: dict[str, FileStream] = {}
+    for name, stream in streams.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise InvalidDeclaration(f"streams: {name!r} is not a table name")
+        if not isinstance(stream, FileStream):
+            raise InvalidDeclaration(f"streams[{name!r}] must be a FileStream(...), got {stream!r}")
+        checked[name.lower()] = stream
+    return checked
+
+
+def _check_tables(query: QueryDefinition, streams: Iterable[str], static: Mapping[str, StaticInput]) -> None:
+    """Every table the SQL reads is declared exactly once, as a stream or a static input."""
+    streams, static_names = set(streams), set(static)
+    both = streams & static_names
+    if both:
+        raise InvalidDeclaration(f"declared both as stream and static: {', '.join(sorted(both))}")
+    undeclared = sorted(query.tables - streams - static_names)
+    if undeclared:
+        raise InvalidDeclaration(
+            f"query {query.name} ({query.path}) reads {', '.join(undeclared)}, declared neither in streams= "
+            "(a FileStream) nor in static= (a path, or a Spark catalog table name)"
+        )
+    unread = sorted((streams | static_names) - query.tables)
+    if unread:
+        names = ", ".join(unread)
+        raise InvalidDeclaration(f"query {query.name} ({query.path}) does not read declared table(s) {names}")
+    if query.header is not None and set(query.header.streams) != streams:
+        raise InvalidDeclaration(
+            f"query {query.name}'s header names streams {', '.join(query.header.streams)}, "
+            f"but streams= declares {', '.join(sorted(streams))}"
+        )
+
+
+def _resolve_cost_model(cost_model: str | Path, base_dir: Path | None) -> Path | Literal["learn"]:
+    """'learn', a packaged example's name (`q6`), or a model file (relative to the DAG file's folder)."""
+    if cost_model == LEARN:
+        return LEARN
+    path = Path(cost_model)
+    if path.suffix != ".json":
+        path = EXAMPLE_COST_MODELS / f"{cost_model}.json"
+    elif not path.is_absolute():
+        path = (base_dir or Path.cwd()) / path
+    if not path.is_file():
+        raise InvalidDeclaration(
+            f"cost_model {str(cost_model)!r}: {path} does not exist; give 'learn', a fitted model file "
+            "(`iqp fit-cost-model`), or a packaged example's name"
+        )
+    return path
+
+
+def _choice(value: object, kind: type[_E], name: str) -> _E:
+    try:
+        return kind(value)
+    except ValueError:
+        raise InvalidDeclaration(
+            f"{name} must be one of {', '.join(repr(v.value) for v in kind)}, got {value!r}"
+        ) from None
 
 
 def _check_mode(mode: str, alpha: object, tau_max: object) -> tuple[Mode, float | None, float | None]:
     """The mode and, in dynamic mode, alpha and tau_max as checked floats."""
-    try:
-        checked = Mode(mode)
-    except ValueError:
-        modes = ", ".join(repr(m.value) for m in Mode)
-        raise InvalidDeclaration(f"mode must be one of {modes}, got {mode!r}") from None
+    checked = _choice(mode, Mode, "mode")
     if checked is Mode.STATIC:
         if alpha is not None or tau_max is not None:
             raise InvalidDeclaration("alpha and tau_max apply to mode='dynamic' only; static mode plans its batches")

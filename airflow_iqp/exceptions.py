@@ -35,3 +35,8 @@ class LeaseLostError(IqpError):
     """The dispatcher's lease on the Spark resource was lost while the job held it: its output
     must not be trusted, and the task fails so that Airflow retries it.
     """
+
+
+class CorruptInput(IqpError):
+    """An input file of a batch cannot be read; the message names it. Declaring
+    `on_corrupt="quarantine"` moves such files aside instead of failing the batch."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_iqp.data.replay import PROFILES
+from airflow_iqp.tpch.replay import PROFILES
 
 if TYPE_CHECKING:
     import argparse
@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from airflow_iqp.data.generate import generate
+    from airflow_iqp.tpch.generate import generate
 
     manifest = generate(args.out, args.scale, args.files, args.seconds_per_file)
     rows = {stream: sum(f.rows for f in files) for stream, files in manifest.streams.items()}
@@ -42,7 +42,7 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from airflow_iqp.data.replay import replay
+    from airflow_iqp.tpch.replay import replay
 
     landed = replay(args.source, args.landing, args.profile, args.speedup, args.start_index)
     print(f"landed {landed} file indexes into {args.landing}")

@@ -96,8 +96,8 @@ def _fit(args: argparse.Namespace) -> int:
 def _dataset(root: Path, scale: float | None) -> Dataset:
     """The data at `root`, generated first (at `scale`, default 0.01) if it is not there."""
     from airflow_iqp.costfit.batches import Dataset
-    from airflow_iqp.data.generate import generate
-    from airflow_iqp.data.manifest import MANIFEST_NAME
+    from airflow_iqp.tpch.generate import generate
+    from airflow_iqp.tpch.manifest import MANIFEST_NAME
 
     if not (root / MANIFEST_NAME).is_file():
         generate(root, scale if scale is not None else 0.01, DEFAULT_FILES, 1.0)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, STREAM_DIR, Manifest, load_manifest
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, STATIC_DIR, STREAM_DIR, Manifest, load_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

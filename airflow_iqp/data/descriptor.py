@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from airflow_iqp.data.atomic import write_json
+from airflow_iqp.atomic import write_json
 
 DESCRIPTOR_NAME = "_iqp_stream.json"
 

@@ -145,8 +145,8 @@ def describe_plan(planned: object) -> str:
 
 def stream(scale: float, started: float) -> Path:
     """The generated stream under .demo/, reused when an earlier demo made the same one."""
-    from airflow_iqp.data.generate import generate
-    from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest
+    from airflow_iqp.tpch.generate import generate
+    from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest
 
     out = DEMO_DIR / f"stream-s{scale:g}-f{FILES}"
     if (out / MANIFEST_NAME).is_file():
@@ -165,7 +165,7 @@ def stream(scale: float, started: float) -> Path:
 
 def lineitem_rows_per_file(source: Path) -> float:
     """The generated stream's mean lineitem rows per file: the rate the example DAGs plan with."""
-    from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest
+    from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest
 
     manifest = load_manifest(source / MANIFEST_NAME)
     return sum(f.rows for f in manifest.streams["lineitem"]) / manifest.files

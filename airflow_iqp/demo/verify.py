@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.parquet as pq
 
 from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
-from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
+from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
 from airflow_iqp.queries import QueryDefinition, load_query
 
 if TYPE_CHECKING:

@@ -1,10 +1,15 @@
 """`partial_aggregate`: one mapped task per batch (static) or batch slot (dynamic), a deferrable
 spark-submit of the partial job that runs only with a lease from the dispatcher.
 
-Static mode: the task waits in the triggerer until its planned files have landed, then queues.
-Dynamic mode: the slot waits until a batch is eligible (airflow_iqp.slots), queues, and cuts
-the batch when granted. Either way the exact file list is frozen in the ledger before the
-job is submitted, so a retry processes the same files and replaces its own output.
+Static mode: the task waits in the triggerer until the window holds the batch's units (or its
+input is final), then queues. Dynamic mode: the slot waits until a batch is eligible
+(airflow_iqp.slots), queues, and cuts the batch when granted. Either way the exact files are
+frozen in the ledger before the job is submitted — a file is frozen at most once per DAG — so a
+retry processes the same files and replaces its own output, and no file is counted twice.
+
+An unreadable file fails the batch with its name; with `on_corrupt="quarantine"` it is moved
+aside, recorded, left out of the batch (the window's result is flagged incomplete) and the job
+runs again on the rest.
 """
 
 from __future__ import annotations
@@ -17,22 +22,31 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode
-from airflow_iqp.declaration import Declaration, file_costs, merge_costs
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode, OnCorrupt
+from airflow_iqp.costs import observe, planning_model
+from airflow_iqp.declaration import file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
+from airflow_iqp.exceptions import CorruptInput
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
-from airflow_iqp.operators.window import JOBS_DIR, WindowFiles, describe, run_window, spark_env, window_dir
+from airflow_iqp.operators.window import JOBS_DIR, describe, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.slots import SlotAction, SlotSpec, decide
 from airflow_iqp.spark.jobs.output import read_marker
+from airflow_iqp.streams.quarantine import quarantine
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
-from airflow_iqp.triggers.files import FilesLandedTrigger
+from airflow_iqp.triggers.window_input import WindowInputTrigger
+from airflow_iqp.window_input import InputSpec, files_by_stream, untaken
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from sqlalchemy.orm import Session
+
+    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.streams.assign import InputUnit, WindowSelection
+
+PATH = ExecutionPath.SPARK_SUBMIT
 
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
@@ -47,17 +61,19 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         self.work_dir = work_dir
 
     @property
-    def is_dynamic(self) -> bool:
+    def is_slot(self) -> bool:
         """Whether this task is a dynamic-mode slot rather than a planned batch."""
-        return self.declaration.mode is Mode.DYNAMIC
+        return "slot" in self.batch
 
-    def _window(self, context: Context) -> WindowFiles:
-        return WindowFiles(self.declaration, *run_window(context))
+    @property
+    def window_input(self) -> InputSpec:
+        """Where the window's input lands."""
+        return InputSpec.from_dict(self.batch["input"])
 
     def _label(self, context: Context, text: str | None = None) -> None:
         """The map index label; every entry point sets one, or rendering it fails the task."""
         if text is None:
-            text = f"slot {self.batch['slot']}" if self.is_dynamic else describe(self.batch)
+            text = f"slot {self.batch['slot']}" if self.is_slot else describe(self.batch)
         context["batch_label"] = text  # type: ignore[typeddict-unknown-key]  # our key, for map_index_template
 
     def resume_granted(self, context: Context, event: dict[str, Any], **kwargs: Any) -> Any:
@@ -68,69 +84,67 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     # -- waiting for input -------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        """Static: wait for the batch's files, then queue. Dynamic: see `on_ready`."""
+        """Static: wait for the batch's units, then queue. Dynamic: see `on_ready`."""
         self._label(context)
-        if self.is_dynamic:
+        if self.is_slot:
             return self.on_ready(context)
-        files = self._window(context).batch(self.batch["first"], self.batch["last"])
-        paths = [p for stream_files in files.values() for p in stream_files]
-        if not paths:
-            with session_scope() as session:
-                store.skip_batch(session, self.batch["window_id"], self.batch["index"])
-            raise AirflowSkipException(f"batch {self.batch['index']}: no files of the window fall in it")
-        trigger = FilesLandedTrigger(paths)
-        if trigger.missing():
+        trigger = WindowInputTrigger(self.batch["input"], self.batch["upto"])
+        if trigger.ready() is None:
             self.defer(trigger=trigger, method_name="on_landed")
         return self.on_landed(context)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Static: every file of the batch has landed; queue for the resource."""
+        """Static: the batch's units are there (or the input is final); queue for the resource."""
         self._label(context)
         return self.queue_for_resource(context, self.resource_request(context))
 
     def on_ready(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Dynamic: queue when a batch is eligible, skip when the window has nothing left."""
-        spec = SlotSpec(**self.batch)
+        spec = SlotSpec.from_dict(self.batch)
         self._label(context)
+        selection = spec.window_input.look()
         with session_scope() as session:
-            decision = decide(session, spec, time.time())
+            decision = decide(session, spec, selection, time.time())
         if decision.action is SlotAction.SKIP:
-            raise AirflowSkipException(
-                f"slot {spec.slot}: every file of the window is taken by {decision.batches} batches"
-            )
+            raise AirflowSkipException(f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches")
         if decision.action is SlotAction.WAIT:
-            self.defer(trigger=BatchReadyTrigger(spec.as_dict()), method_name="on_ready")
+            self.defer(trigger=BatchReadyTrigger(spec.to_dict()), method_name="on_ready")
         return self.queue_for_resource(context, self.resource_request(context))
 
     def registration_refused(self, context: Context) -> Any:
-        """Another slot of the window queued first: wait for the batch after it."""
-        return self.on_ready(context)
+        """Another task of the window queued first: a slot waits for the batch after it; a static
+        batch waits in the trigger again, which fires at once, and queues again."""
+        if self.is_slot:
+            return self.on_ready(context)
+        self.defer(trigger=WindowInputTrigger(self.batch["input"], self.batch["upto"]), method_name="on_landed")
 
     # -- what the dispatcher ranks ------------------------------------------------------------
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """Ranked by the window's deadline and the work the window still needs, merge included."""
         decl = self.declaration
+        selection = self.window_input.look() if self.is_slot else None
         with session_scope() as session:
             window = store.window_summary(session, self.batch["window_id"])
-            if self.is_dynamic:
-                spec = SlotSpec(**self.batch)
-                decision = decide(session, spec, time.time())
+            model = planning_model(session, decl, PATH)
+            if selection is not None:
+                spec = SlotSpec.from_dict(self.batch)
+                decision = decide(session, spec, selection, time.time())
         plan = window.plan
-        if self.is_dynamic:
-            cost, _ = file_costs(decl.cost_model, plan["rows_per_file"])
-            always, extra_merge = merge_costs(decl.cost_model)
-            pending = max(spec.expected_files, len(spec.indexes)) - decision.processed
+        if selection is not None and model is not None:
+            cost = file_costs(model, plan["rows_per_file"])
+            always, extra_merge = merge_costs(model)
+            pending = max(spec.expected_files, len(selection.units)) - decision.processed
             remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
             slot, reason = spec.slot, decision.reason or BatchReason.RETRY
         else:
             remaining = plan["merge_cost"] + sum(
                 b.predicted_cost for b in window.batches if b.status != BatchStatus.DONE
             )
-            slot, reason = self.batch["index"], BatchReason.PLANNED
+            slot, reason = self.batch.get("slot", self.batch.get("index", 0)), BatchReason.PLANNED
         return ResourceRequest(
             window_id=window.id,
-            query=decl.name,
+            query=decl.dag_id,
             kind=JobKind.PARTIAL,
             slot=slot,
             reason=reason,
@@ -143,44 +157,23 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     def run_granted(self, context: Context) -> str:
         """Freeze (or cut) the batch's files, run the partial job, record what it did."""
         self._label(context)
-        window = self._window(context)
         window_id = self.batch["window_id"]
+        selection = self.window_input.look()
         with session_scope() as session:
-            if self.is_dynamic:
-                index = self._cut(session, SlotSpec(**self.batch))
-            else:
-                index = self.batch["index"]
-                store.freeze_batch_files(
-                    session, window_id, index, window.batch(self.batch["first"], self.batch["last"])
-                )
+            index = self._cut(session, selection) if self.is_slot else self._freeze(session, selection)
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
             attempt = store.start_batch(session, window_id, index)
         files = batch.files or {}
-        if self.is_dynamic:
+        if self.is_slot:
             reason = f" · {batch.reason}" if batch.reason else ""
-            self._label(context, f"batch {index} · files {batch.first_tuple}..{batch.last_tuple}{reason}")
-        directory = window_dir(Path(self.work_dir), self.declaration, run_window(context)[0])
+            self._label(context, f"batch {index} · units {batch.first_tuple}..{batch.last_tuple}{reason}")
+        directory = window_dir(Path(self.work_dir), self.declaration.dag_id, run_window(context)[0])
         directory.mkdir(parents=True, exist_ok=True)
-        batch_file = directory / f"batch-{index:04d}.json"
-        batch_file.write_text(json.dumps(files))
         output = directory / f"batch-{index:04d}"
-        self.application_args = [
-            "--query",
-            str(self.declaration.query.path),
-            "--batch",
-            str(batch_file),
-            "--static",
-            str(window.static_dir),
-            "--manifest",
-            str(window.manifest_path),
-            "--output",
-            str(output),
-        ]
-        self._hook = None  # the hook is built from application_args
         self.log.info("batch %d attempt %d: %s", index, attempt, {s: len(f) for s, f in files.items()})
         started = datetime.now(UTC)
         try:
-            super().execute(context)
+            self._run_job(context, index, files, selection, output)
         except BaseException:
             with session_scope() as session:
                 store.fail_batch(session, window_id, index)
@@ -190,39 +183,111 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         seconds = (ended - started).total_seconds()
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
-            store.record_cost_observation(
-                session, self.declaration.name, ExecutionPath.SPARK_SUBMIT, JobKind.PARTIAL, rows, seconds
-            )
+            observe(session, self.declaration, PATH, JobKind.PARTIAL, rows, seconds)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
+
+    def _run_job(
+        self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path
+    ) -> None:
+        """spark-submit the partial job over `files`; quarantine unreadable files when declared to."""
+        decl = self.declaration
+        while True:
+            spec = partial_spec(decl, files, output, schema_files=_schema_files(selection))
+            spec_file = output.with_name(f"{output.name}.spec.json")
+            report = output.with_name(f"{output.name}.report.json")
+            report.unlink(missing_ok=True)
+            spec_file.write_text(spec.model_dump_json(indent=2))
+            self.application_args = ["--spec", str(spec_file), "--report", str(report)]
+            self._hook = None  # the hook is built from application_args
+            try:
+                super().execute(context)
+                return
+            except Exception:
+                corrupt = json.loads(report.read_text()).get("corrupt", []) if report.is_file() else []
+                if not corrupt:
+                    raise
+                names = ", ".join(f"{c['file']} ({c['error']})" for c in corrupt)
+                if decl.on_corrupt is not OnCorrupt.QUARANTINE:
+                    raise CorruptInput(f"batch {index}: unreadable input file(s): {names}") from None
+                files = self._quarantine(index, files, corrupt)
+                self.log.warning("batch %d: quarantined %s; running again on the rest", index, names)
+
+    def _quarantine(self, index: int, files: dict[str, list[str]], corrupt: list[dict[str, str]]) -> dict[str, list[str]]:
+        """Move each corrupt file aside and out of the batch; returns the batch's files left."""
+        window_id = self.batch["window_id"]
+        for entry in corrupt:
+            stream = entry["stream"]
+            uri = next((u for u in files.get(stream, []) if u.removeprefix("file://") == entry["file"]), entry["file"])
+            moved = quarantine(self.declaration.streams[stream], uri)
+            with session_scope() as session:
+                store.quarantine_file(session, window_id, index, stream, uri, note=f"{entry['error']}; moved to {moved}")
+        with session_scope() as session:
+            batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
+        return batch.files or {}
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """After the window's last batch, its merge queues at once (see the base class)."""
         window = store.window_summary(session, self.batch["window_id"])
         if any(b.status not in (BatchStatus.DONE, BatchStatus.SKIPPED) for b in window.batches):
             return None
-        if self.is_dynamic and decide(session, SlotSpec(**self.batch), time.time()).action is not SlotAction.SKIP:
-            return None  # files are still to land or to be cut
-        return merge_request(self.declaration, window)
+        if self.is_slot:
+            spec = SlotSpec.from_dict(self.batch)
+            if decide(session, spec, spec.window_input.look(), time.time()).action is not SlotAction.SKIP:
+                return None  # units are still to land or to be cut
+        elif not self.window_input.look().final or self.batch["upto"] is not None:
+            return None  # the last batch has yet to take the rest
+        return merge_request(self.declaration, window, planning_model(session, self.declaration, PATH))
 
-    def _cut(self, session: Session, spec: SlotSpec) -> int:
-        """Dynamic: this slot's unfinished batch (a retry), else a new one of the files waiting now."""
+    def _freeze(self, session: Session, selection: WindowSelection) -> int:
+        """Static: this batch's files, frozen once (a retry keeps them)."""
+        window_id, index, upto = self.batch["window_id"], self.batch["index"], self.batch["upto"]
+        summary = store.window_summary(session, window_id)
+        current = next(b for b in summary.batches if b.index == index)
+        if current.files is not None:
+            return index
+        taken = store.frozen_files(session, window_id)
+        units = untaken(selection.units if upto is None else selection.units[:upto], taken)
+        if not units and not (upto is None and selection.final and not taken):
+            store.skip_batch(session, window_id, index)
+            raise AirflowSkipException(f"batch {index}: the window's units up to {upto} are all taken by other batches")
+        store.freeze_files(session, window_id, index, files_by_stream(units))
+        return index
+
+    def _cut(self, session: Session, selection: WindowSelection) -> int:
+        """Dynamic: this slot's unfinished batch (a retry), else a new one of the units waiting now."""
+        spec = SlotSpec.from_dict(self.batch)
         if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
             return index
-        decision = decide(session, spec, time.time())
-        if not decision.take:
-            raise RuntimeError(f"slot {spec.slot} was granted with no file to take ({decision})")
+        decision = decide(session, spec, selection, time.time())
         plan = store.window_summary(session, spec.window_id).plan
-        cost, _ = file_costs(self.declaration.cost_model, plan["rows_per_file"])
-        positions = sorted(decision.take)
+        model = planning_model(session, self.declaration, PATH)
+        predicted = 0.0 if model is None else file_costs(model, plan["rows_per_file"]).cost(len(decision.take))
+        first = _position(selection.units, decision.take[0]) if decision.take else 0
         return store.add_dynamic_batch(
             session,
             spec.window_id,
             spec.slot,
             decision.reason,
-            spec.paths(positions),
-            first=spec.indexes.index(positions[0]) + 1,
-            last=spec.indexes.index(positions[-1]) + 1,
-            predicted_cost=cost.cost(len(positions)),
+            files_by_stream(decision.take),
+            first=first,
+            last=first + len(decision.take) - 1,
+            predicted_cost=predicted,
             now=datetime.now(UTC),
         )
+
+
+def _position(units: tuple[InputUnit, ...], unit: InputUnit) -> int:
+    """A unit's 1-based position in the window's arrival order."""
+    return units.index(unit) + 1
+
+
+def _schema_files(selection: WindowSelection) -> dict[str, str | None]:
+    """A data file per stream to read an empty batch's schema from, from any window."""
+    found: dict[str, str | None] = {}
+    for unit in (*selection.units, *selection.earlier, *selection.later):
+        for file in unit.files:
+            found.setdefault(file.stream, file.uri)
+    for file in (*selection.unmatched, *selection.unassigned):
+        found.setdefault(file.stream, file.uri)
+    return found

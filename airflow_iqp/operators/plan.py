@@ -1,34 +1,53 @@
 """The `plan` task: plan the window's batches (static mode) or its MinBatch and slots (dynamic
 mode), and record window and plan in the ledger.
+
+Which plan a window gets:
+- its input is already final (a past window: `airflow dags test`, a catch-up): one batch, now;
+- learning the cost model and none yet: the calibration plan — one unit as soon as it lands,
+  the rest once the input is final (two partial sizes and a merge for the first model);
+- no rate to plan with yet (rate="learn", no history): one batch once the input is final;
+- otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
+  MinBatch and dynamic slots.
+Static batches are cut by count: batch i takes the untaken units among the window's first
+`upto` (in arrival order); the last batch takes everything left once the input is final.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator
 
-from airflow_iqp.constants import Mode
-from airflow_iqp.declaration import ArrivalRate, Declaration, dynamic_batching, merge_costs, plan_files
+from airflow_iqp.constants import ExecutionPath, Mode
+from airflow_iqp.costs import planning_model, planning_rate
+from airflow_iqp.declaration import dynamic_batching, merge_costs, plan_files
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.operators.window import WindowFiles, run_window
+from airflow_iqp.operators.window import run_window
 from airflow_iqp.slots import SlotSpec
+from airflow_iqp.window_input import InputSpec
 
 if TYPE_CHECKING:
+    from airflow.sdk import Context
     from sqlalchemy.orm import Session
 
+    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
 
-def learned_rate(declaration: Declaration, window_start: datetime, window_end: datetime) -> ArrivalRate:
-    """Rate of the previous window's files, on the stream's clock: what 'learn' plans with."""
-    previous = WindowFiles(declaration, window_start - declaration.window, window_start)
-    files = WindowFiles(declaration, window_start, window_end)
-    sample = previous if previous.indexes else files
-    return ArrivalRate(1.0 / sample.descriptor.seconds_per_file, max(sample.rows_per_file(), 1.0))
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One static batch: the window's units up to `upto` (None: the rest, once final)."""
+
+    index: int
+    upto: int | None
+    release: float  # seconds from the window start
+    start: float
+    cost: float
 
 
 class PlanWindowOperator(BaseOperator):
-    """Runs plan_single_query for the run's window; returns one descriptor per batch."""
+    """Plans the run's window and returns one descriptor per batch (or dynamic slot)."""
 
     def __init__(self, *, declaration: Declaration, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -38,109 +57,154 @@ class PlanWindowOperator(BaseOperator):
         """Plan the run's window and record it; the descriptors are what `partial_aggregate` maps over."""
         decl = self.declaration
         start, end = run_window(context)
-        rate = decl.rate if isinstance(decl.rate, ArrivalRate) else learned_rate(decl, start, end)
-        if decl.mode is Mode.DYNAMIC:
-            return self.open_slots(start, end, rate)
-        planned = plan_files(decl, rate)
-        plan = planned.plan
-        if not plan.feasible:
-            self.log.warning("window %s: %s; running the earliest plan", start, plan.reason)
-
-        def at(seconds: float) -> datetime:
-            return start + timedelta(seconds=seconds)
-
-        last = len(plan.batches) - 1
-        batches: list[dict[str, Any]] = [
-            {
-                "index": i,
-                "first_tuple": b.first,
-                "last_tuple": b.last,
-                "release": at(b.release),
-                "latest_start": at(b.start),
-                "planned_start": at(b.start),
-                "predicted_cost": b.cost,
-            }
-            for i, b in enumerate(plan.batches)
-        ]
+        window_input = InputSpec.of(decl.streams, start, decl.window)
+        path = ExecutionPath.SPARK_SUBMIT
+        final_at = end + max(s.lateness for s in decl.streams.values())
         with session_scope() as session:
             self.register(session)
-            window_id = store.record_plan(
-                session,
-                decl.name,
-                start,
-                end,
-                end + decl.deadline,
-                expected_tuples=round(rate.files_in(decl.window) * rate.rows_per_file),
-                plan={
-                    "unit": "files",
-                    "files_per_second": rate.files_per_second,
-                    "rows_per_file": rate.rows_per_file,
-                    "feasible": plan.feasible,
-                    "reason": plan.reason,
-                    "total_cost": plan.total_cost,
-                    "merge_start": at(plan.batches[-1].end).isoformat(),
-                    "merge_cost": planned.finish - plan.batches[-1].end,
-                },
-                batches=batches,
-                predicted_finish=at(planned.finish),
-            )
-        self.log.info("window %s..%s: %d batches, predicted finish %s", start, end, len(batches), at(planned.finish))
+            model = planning_model(session, decl, path)
+            rate = planning_rate(session, decl)
+            if datetime.now(UTC) >= final_at:
+                how, batches = "historical: its input is final, one batch now", [PlannedBatch(0, None, 0.0, 0.0, 0.0)]
+            elif model is None:
+                how, batches = "calibration: one unit first, the rest once final", self.calibration(end - start)
+            elif rate is None:
+                how, batches = "no rate learned yet: one batch once the input is final", self.one_batch(end - start)
+            elif decl.mode is Mode.DYNAMIC:
+                return self.open_slots(session, context, window_input, rate, model)
+            else:
+                how, batches = self.planned(rate, model)
+            window_id = self.record(session, context, batches, how, rate, model)
+        self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
             {
                 "window_id": window_id,
-                "index": i,
-                "first": b.first,
-                "last": None if i == last else b.last,  # the last batch takes what is left
-                "planned_start": at(b.start).isoformat(),
+                "index": b.index,
+                "upto": b.upto,
+                "planned_start": (start + timedelta(seconds=b.start)).isoformat(),
                 "predicted_cost": b.cost,
+                "input": window_input.to_dict(),
             }
-            for i, b in enumerate(plan.batches)
+            for b in batches
         ]
 
+    def calibration(self, window: timedelta) -> list[PlannedBatch]:
+        """A one-unit batch as soon as it lands, and the rest once the input is final."""
+        return [PlannedBatch(0, 1, 0.0, 0.0, 0.0), *self.one_batch(window, index=1)]
+
+    def one_batch(self, window: timedelta, index: int = 0) -> list[PlannedBatch]:
+        """Everything in one batch once the window's input is final."""
+        end = window.total_seconds()
+        return [PlannedBatch(index, None, end, end, 0.0)]
+
+    def planned(self, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch]]:
+        """The paper's static plan at `rate`, in units of the window."""
+        planned = plan_files(self.declaration, rate, model)
+        plan = planned.plan
+        if not plan.feasible:
+            self.log.warning("%s; running the earliest feasible plan", plan.reason)
+        last = len(plan.batches) - 1
+        batches = [
+            PlannedBatch(i, None if i == last else b.last, b.release, b.start, b.cost) for i, b in enumerate(plan.batches)
+        ]
+        return f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows", batches
+
     def register(self, session: Session) -> None:
-        """Register the query in the ledger, or bring it up to date with this declaration."""
+        """The query's row in the ledger, kept up to date with the declaration."""
         decl = self.declaration
-        params: dict[str, float | None] = {
-            "window_s": decl.window.total_seconds(),
-            "deadline_s": decl.deadline.total_seconds(),
-        }
+        params: dict[str, Any] = {"window_s": decl.window.total_seconds(), "deadline_s": decl.deadline.total_seconds()}
         if decl.mode is Mode.DYNAMIC:
             params |= {"alpha": decl.alpha, "tau_max_s": decl.tau_max}
         store.register_query(
-            session, decl.name, decl.query.sql, mode=decl.mode, params=params, sql_path=str(decl.query.path)
+            session,
+            dag_id=decl.dag_id,
+            name=decl.name,
+            sql=decl.query.sql,
+            mode=decl.mode,
+            params=params,
+            sql_path=str(decl.query.path),
         )
 
-    def open_slots(self, start: datetime, end: datetime, rate: ArrivalRate) -> list[dict[str, Any]]:
+    def record(
+        self,
+        session: Session,
+        context: Context,
+        batches: list[PlannedBatch],
+        how: str,
+        rate: ArrivalRate | None,
+        model: CostModel | None,
+    ) -> int:
+        """The window and its static batches in the ledger; returns the window id."""
+        decl = self.declaration
+        start, end = run_window(context)
+        expected = 0 if rate is None else rate.files_in(decl.window)
+        merge = merge_costs(model)[0] if model is not None else 0.0
+        finish = max((b.start + b.cost for b in batches), default=0.0) + merge
+        return store.record_plan(
+            session,
+            decl.dag_id,
+            start,
+            end,
+            end + decl.deadline,
+            expected_tuples=0 if rate is None else round(expected * rate.rows_per_file),
+            plan={
+                "mode": decl.mode.value,
+                "how": how,
+                "unit": "files",
+                "files_per_second": None if rate is None else rate.files_per_second,
+                "rows_per_file": None if rate is None else rate.rows_per_file,
+                "expected_files": expected,
+                "merge_cost": merge,
+            },
+            batches=[
+                {
+                    "index": b.index,
+                    "first_tuple": 1 if i == 0 else (batches[i - 1].upto or 0) + 1,
+                    "last_tuple": b.upto if b.upto is not None else max(expected, 1),
+                    "release": start + timedelta(seconds=b.release),
+                    "latest_start": start + timedelta(seconds=b.start),
+                    "planned_start": start + timedelta(seconds=b.start),
+                    "predicted_cost": b.cost,
+                }
+                for i, b in enumerate(batches)
+            ],
+            predicted_finish=None if model is None else start + timedelta(seconds=finish),
+            run_id=context["run_id"],
+        )
+
+    def open_slots(
+        self, session: Session, context: Context, window_input: InputSpec, rate: ArrivalRate, model: CostModel
+    ) -> list[dict[str, Any]]:
         """Dynamic mode: no batches in advance, only MinBatch and the slots that will cut them."""
         decl = self.declaration
-        batching = dynamic_batching(decl, rate)
-        window = WindowFiles(decl, start, end)
-        always, extra_merge = merge_costs(decl.cost_model)
-        with session_scope() as session:
-            self.register(session)
-            window_id = store.record_plan(
-                session,
-                decl.name,
-                start,
-                end,
-                end + decl.deadline,
-                expected_tuples=round(batching.expected_files * rate.rows_per_file),
-                plan={
-                    "mode": Mode.DYNAMIC.value,
-                    "unit": "files",
-                    "files_per_second": rate.files_per_second,
-                    "rows_per_file": rate.rows_per_file,
-                    "alpha": decl.alpha,
-                    "tau_max": decl.tau_max,
-                    "min_batch": batching.min_batch.size,
-                    "max_batch": batching.max_batch,
-                    "cost_ratio": batching.min_batch.cost_ratio,
-                    "slots": batching.slots,
-                    "expected_files": batching.expected_files,
-                    "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
-                },
-                batches=[],
-            )
+        start, end = run_window(context)
+        batching = dynamic_batching(decl, rate, model)
+        always, extra_merge = merge_costs(model)
+        window_id = store.record_plan(
+            session,
+            decl.dag_id,
+            start,
+            end,
+            end + decl.deadline,
+            expected_tuples=round(batching.expected_files * rate.rows_per_file),
+            plan={
+                "mode": "dynamic",
+                "how": "dynamic: MinBatch",
+                "unit": "files",
+                "files_per_second": rate.files_per_second,
+                "rows_per_file": rate.rows_per_file,
+                "alpha": decl.alpha,
+                "tau_max": decl.tau_max,
+                "min_batch": batching.min_batch.size,
+                "max_batch": batching.max_batch,
+                "cost_ratio": batching.min_batch.cost_ratio,
+                "slots": batching.slots,
+                "expected_files": batching.expected_files,
+                "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
+            },
+            batches=[],
+            run_id=context["run_id"],
+        )
         self.log.info(
             "window %s..%s: dynamic, MinBatch %d files (cost x%.2f), at most %d, %d slots",
             start,
@@ -155,14 +219,10 @@ class PlanWindowOperator(BaseOperator):
                 window_id=window_id,
                 slot=slot,
                 slots=batching.slots,
-                landing=str(decl.landing),
-                streams=list(decl.decomposition.streams),
-                indexes=window.indexes,
-                window_start=start.timestamp(),
-                window_end=end.timestamp(),
+                input=window_input.to_dict(),
                 expected_files=batching.expected_files,
                 min_batch=batching.min_batch.size,
                 max_batch=batching.max_batch,
-            ).as_dict()
+            ).to_dict()
             for slot in range(batching.slots)
         ]

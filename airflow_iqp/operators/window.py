@@ -1,16 +1,17 @@
-"""What the three operators of a window share: the declaration, paths, and the ledger."""
+"""What the operators of a window share: the run's window, work paths, and the Spark job specs."""
 
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
-from airflow_iqp.data.manifest import MANIFEST_NAME, STATIC_DIR, load_manifest, part_name
 from airflow_iqp.settings import spark_local_ip
+from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
     from datetime import datetime
 
     from airflow.sdk import Context
@@ -20,9 +21,9 @@ if TYPE_CHECKING:
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
 
 
-def window_dir(work_dir: Path, declaration: Declaration, window_start: datetime) -> Path:
-    """Where a window's batch files, partial outputs and result live."""
-    return work_dir / declaration.name / window_start.strftime("%Y%m%dT%H%M%S")
+def window_dir(work_dir: Path, dag_id: str, window_start: datetime) -> Path:
+    """Where a window's job specs, partial outputs and merged result live before publishing."""
+    return work_dir / dag_id / window_start.strftime("%Y%m%dT%H%M%S")
 
 
 def run_window(context: Context) -> tuple[datetime, datetime]:
@@ -45,46 +46,60 @@ def spark_env() -> dict[str, str]:
     }
 
 
-class WindowFiles:
-    """The window's stream files, from the landing directory's descriptor and the manifest."""
+def spark_uri(uri: str) -> str:
+    """How Spark names a listed file: local files as paths, `s3://` as Hadoop's `s3a://`."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("", "file", "local"):
+        return parts.path
+    if parts.scheme == "s3":
+        return "s3a" + uri[len("s3") :]
+    return uri
 
-    def __init__(self, declaration: Declaration, window_start: datetime, window_end: datetime) -> None:
-        self.declaration = declaration
-        self.descriptor: StreamDescriptor = load_descriptor(declaration.landing)
-        self.manifest = load_manifest(self.descriptor.source / MANIFEST_NAME)
-        self.indexes = list(self.descriptor.window_files(window_start, window_end))
 
-    @property
-    def manifest_path(self) -> Path:
-        """The manifest the Spark jobs check input files against."""
-        return self.descriptor.source / MANIFEST_NAME
-
-    @property
-    def static_dir(self) -> Path:
-        """The static tables the query joins with."""
-        return self.descriptor.source / STATIC_DIR
-
-    def batch(self, first: int, last: int | None) -> dict[str, list[str]]:
-        """Landing paths per stream of window positions first..last (1-based; None: to the end)."""
-        chosen = self.indexes[first - 1 : last]
-        return {
-            stream: [str(self.declaration.landing / stream / part_name(i)) for i in chosen]
-            for stream in self.declaration.decomposition.streams
-        }
-
-    def rows(self, indexes: list[int] | None = None) -> int:
-        """Rows of the query's streams in these window files (default: all of them), by the manifest."""
-        chosen = self.indexes if indexes is None else indexes
-        return sum(
-            self.manifest.streams[stream][i].rows for stream in self.declaration.decomposition.streams for i in chosen
+def partial_spec(
+    declaration: Declaration,
+    files: Mapping[str, Sequence[str]],
+    output: Path,
+    schema_files: Mapping[str, str | None],
+) -> PartialSpec:
+    """The partial job of one batch: its frozen file URIs per stream (none: an empty batch, read with
+    the declared schema or a schema file's), the static inputs, and where to commit.
+    """
+    streams = {}
+    for name, stream in declaration.streams.items():
+        chosen = files.get(name, ())
+        streams[name] = StreamInput(
+            format=str(stream.format),
+            schema=stream.schema,
+            options=dict(stream.options),
+            files=[spark_uri(uri) for uri in chosen],
+            schema_file=None if chosen or schema_files.get(name) is None else spark_uri(str(schema_files[name])),
         )
+    static = {
+        name: StaticInput(path=None if s.path is None else spark_uri(s.path), table=s.table)
+        for name, s in declaration.static.items()
+    }
+    return PartialSpec(
+        name=declaration.name,
+        query=str(declaration.query.path),
+        streams=streams,
+        static=static,
+        output=str(output),
+    )
 
-    def rows_per_file(self) -> float:
-        """Mean rows per file of the window; 1 for an empty window, so a rate stays positive."""
-        return self.rows() / len(self.indexes) if self.indexes else 1.0
+
+def merge_spec(declaration: Declaration, partials: Sequence[str], output: Path) -> MergeSpec:
+    """The merge job of a window over its committed partials."""
+    return MergeSpec(
+        name=declaration.name,
+        query=str(declaration.query.path),
+        streams=list(declaration.streams),
+        partials=list(partials),
+        output=str(output),
+    )
 
 
-def describe(batch: dict[str, Any]) -> str:
-    """Map-index label: which batch, how many files, when the plan starts it."""
-    last = "end" if batch["last"] is None else batch["last"]
-    return f"batch {batch['index']} · files {batch['first']}..{last} · start {batch['planned_start'][11:19]}"
+def describe(batch: Mapping[str, Any]) -> str:
+    """Map-index label of a planned batch: which batch, how far into the window, when it starts."""
+    upto = "the rest" if batch["upto"] is None else f"units ..{batch['upto']}"
+    return f"batch {batch['index']} · {upto} · start {batch['planned_start'][11:19]}"

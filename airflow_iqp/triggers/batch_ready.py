@@ -1,6 +1,6 @@
 """Dynamic mode: wait in the triggerer until this slot may cut a batch, or has nothing left.
 
-Read-only: it only looks at the landing directory and the ledger (airflow_iqp.slots); the
+Read-only: it only lists the window's streams and reads the ledger (airflow_iqp.slots); the
 task registers with the dispatcher when it comes back.
 """
 
@@ -36,8 +36,10 @@ class BatchReadyTrigger(BaseTrigger):
 
     def look(self) -> SlotAction:
         """What the slot may do now."""
+        spec = SlotSpec.from_dict(self.spec)
+        selection = spec.window_input.look()
         with session_scope(read_only=True) as session:
-            return decide(session, SlotSpec(**self.spec), time.time()).action
+            return decide(session, spec, selection, time.time()).action
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll on wall-clock multiples of the interval while the slot must wait."""

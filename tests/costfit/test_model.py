@@ -69,7 +69,7 @@ def test_real_in_process_measurement(spark: SparkSession, tmp_path: Path) -> Non
     """Two one-file batches and their merge: three real jobs, the least that exercises a split."""
     from airflow_iqp.costfit.batches import Dataset
     from airflow_iqp.costfit.runners import InProcessRunner
-    from airflow_iqp.data.generate import generate
+    from airflow_iqp.tpch.generate import generate
 
     generate(tmp_path / "data", scale=0.001, files=2)
     data = Dataset.open(tmp_path / "data")

@@ -21,8 +21,8 @@ import pytest
 
 from airflow_iqp.constants import BatchStatus, WindowStatus
 from airflow_iqp.data.descriptor import load_descriptor
-from airflow_iqp.data.generate import generate
-from airflow_iqp.data.manifest import part_name
+from airflow_iqp.tpch.generate import generate
+from airflow_iqp.tpch.manifest import part_name
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start

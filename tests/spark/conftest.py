@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.data.generate import STATIC_TABLES, generate
-from airflow_iqp.data.manifest import STATIC_DIR, STREAM_DIR, part_name
+from airflow_iqp.tpch.generate import STATIC_TABLES, generate
+from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

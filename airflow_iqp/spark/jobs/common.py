@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
-from airflow_iqp.data.manifest import Manifest, load_manifest
+from airflow_iqp.tpch.manifest import Manifest, load_manifest
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence

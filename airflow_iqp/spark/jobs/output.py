@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.data.atomic import replace_dir, temp_sibling
+from airflow_iqp.atomic import replace_dir, temp_sibling
 from airflow_iqp.spark.jobs.common import JobError
 
 if TYPE_CHECKING:

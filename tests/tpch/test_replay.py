@@ -11,9 +11,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iqp.commands import data as data_command
-from airflow_iqp.data.generate import generate
-from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest, part_name
-from airflow_iqp.data.replay import PROFILES, arrival_offset, landed_files, replay
+from airflow_iqp.tpch.generate import generate
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest, part_name
+from airflow_iqp.tpch.replay import PROFILES, arrival_offset, landed_files, replay
 
 FILES = 6
 STREAMS = ("orders", "lineitem")
@@ -95,7 +95,7 @@ def test_no_reader_sees_a_partly_written_file(source: Path, tmp_path: Path, monk
         seen_while_copying.append((Path(dest).name, [p.name for p in landed_files(landing, Path(dest).parent.name)]))
         assert not Path(dest).with_name(Path(src).name).exists()
 
-    monkeypatch.setattr("airflow_iqp.data.replay.shutil.copyfile", watched_copy)
+    monkeypatch.setattr("airflow_iqp.tpch.replay.shutil.copyfile", watched_copy)
     replay(source, landing, "FR", speedup=1000.0)
     assert len(seen_while_copying) == 2 * FILES
     for temp_name, visible in seen_while_copying:
@@ -109,7 +109,7 @@ def test_orders_and_lineitem_of_an_index_land_together(
 ) -> None:
     landing = tmp_path / "landing"
     snapshots = []
-    monkeypatch.setattr("airflow_iqp.data.replay.time.sleep", lambda s: snapshots.append(landed_names(landing)))
+    monkeypatch.setattr("airflow_iqp.tpch.replay.time.sleep", lambda s: snapshots.append(landed_names(landing)))
     replay(source, landing, "VR3", speedup=1.0)
     for snap in snapshots:  # between indexes, both streams hold the same files
         assert snap["orders"] == snap["lineitem"]

@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_iqp.data.atomic import replace_dir, temp_sibling
-from airflow_iqp.data.manifest import (
+from airflow_iqp.atomic import replace_dir, temp_sibling
+from airflow_iqp.tpch.manifest import (
     MANIFEST_NAME,
     STATIC_DIR,
     STREAM_DIR,

@@ -10,7 +10,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from airflow_iqp.data.atomic import write_json
+from airflow_iqp.atomic import write_json
 
 MANIFEST_NAME = "manifest.json"
 STREAM_DIR = "stream"

@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
-from airflow_iqp.data.manifest import MANIFEST_NAME, STREAM_DIR, load_manifest
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, STREAM_DIR, load_manifest
 
 PROFILES = ("FR", "VR1", "VR2", "VR3", "VR4")
 # The paper's run: 4500 files at one per second. VR3 and VR4 are late by these seconds there.

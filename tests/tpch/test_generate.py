@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iqp.commands import data as data_command
-from airflow_iqp.data.generate import STATIC_TABLES, generate
-from airflow_iqp.data.manifest import MANIFEST_NAME, load_manifest, part_name
+from airflow_iqp.tpch.generate import STATIC_TABLES, generate
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest, part_name
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -34,7 +34,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tpchgen's own output, to compare the split against."""
-    from airflow_iqp.data.generate import _run_tpchgen
+    from airflow_iqp.tpch.generate import _run_tpchgen
 
     raw = tmp_path_factory.mktemp("raw")
     _run_tpchgen(0.01, raw)

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.data.atomic import write_json
+from airflow_iqp.atomic import write_json
 from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor, write_descriptor
-from airflow_iqp.data.manifest import Manifest, StreamFile, load_manifest, write_manifest
+from airflow_iqp.tpch.manifest import Manifest, StreamFile, load_manifest, write_manifest
 
 if TYPE_CHECKING:
     from pathlib import Path

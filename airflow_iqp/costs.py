@@ -1,0 +1,66 @@
+"""The cost model and arrival rate a window is planned with, and learning from every job.
+
+A declaration gives a fitted model file, or "learn": then the model is the newest one the
+ledger holds for the DAG and execution path, refit after every batch and merge from the DAG's
+own observations (airflow_iqp.learning). Before there is one, the window runs the calibration
+plan (see `operators.plan`): a one-unit partial as soon as one unit has landed, the rest as one
+batch once the input is final, then the merge — two partial sizes and a merge, which is what
+`learning.fit_cost` needs for a first model.
+
+A declared rate is used as given; "learn" takes the rate of the DAG's last windows, and with no
+history yet the window runs as one batch once its input is final.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from airflow_iqp.declaration import ArrivalRate
+from airflow_iqp.learning import LearnedCost, NotEnoughObservations, fit_cost, learned_rate
+from airflow_iqp.ledger import store
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.constants import ExecutionPath, JobKind
+    from airflow_iqp.declaration import CostModel, Declaration
+
+
+def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
+    """The model to plan with on `path`: the fitted file's, the newest learned one, or None
+    (learning, and no model yet: calibrate).
+    """
+    if not declaration.learns_cost:
+        return declaration.fitted_model(path)
+    document = store.latest_cost_model(session, declaration.dag_id, path)
+    return None if document is None else LearnedCost.from_dict(document)
+
+
+def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | None:
+    """The rate to plan with: declared, else learned from the last windows (None: no history)."""
+    if isinstance(declaration.rate, ArrivalRate):
+        return declaration.rate
+    learned = learned_rate(store.window_inputs(session, declaration.dag_id))
+    return None if learned is None else ArrivalRate(learned.files_per_second, learned.rows_per_file)
+
+
+def observe(
+    session: Session,
+    declaration: Declaration,
+    path: ExecutionPath,
+    kind: JobKind,
+    size: int,
+    seconds: float,
+) -> LearnedCost | None:
+    """Record one job's cost; a learning DAG's model is refit and saved at once, so the next
+    plan (or replan) uses it. Returns the refit model, or None when nothing was refit.
+    """
+    store.record_cost_observation(session, declaration.dag_id, path, kind, size, seconds)
+    if not declaration.learns_cost:
+        return None
+    try:
+        model = fit_cost(store.cost_observations(session, declaration.dag_id, path), path)
+    except NotEnoughObservations:
+        return None
+    store.save_cost_model(session, declaration.dag_id, path, model.to_dict(), model.source)
+    return model

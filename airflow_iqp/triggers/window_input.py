@@ -1,0 +1,51 @@
+"""Wait in the triggerer until a window's input holds enough units for a static batch, or is final.
+
+Read-only: triggers may run more than once (after a triggerer restart, or twice during a
+hand-over), so this one only lists the streams; the task does the writing.
+
+Polls fall on wall-clock multiples of the interval, so triggers waiting for the same files fire
+together and the dispatcher then orders their jobs, not which trigger looked first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_iqp.window_input import InputSpec
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+class WindowInputTrigger(BaseTrigger):
+    """Fires once the window has at least `need` units, or its input is final (`need` None: only then)."""
+
+    def __init__(self, input: dict[str, Any], need: int | None, poll_interval: float = 1.0) -> None:
+        super().__init__()
+        self.input = input
+        self.need = need
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"input": self.input, "need": self.need, "poll_interval": self.poll_interval},
+        )
+
+    def ready(self) -> dict[str, Any] | None:
+        """The event to fire now, or None to keep waiting."""
+        selection = InputSpec.from_dict(self.input).look()
+        if selection.final or (self.need is not None and len(selection.units) >= self.need):
+            return {"units": len(selection.units), "final": selection.final}
+        return None
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll until the batch's units are there or the input is final."""
+        while (event := await asyncio.to_thread(self.ready)) is None:
+            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
+        yield TriggerEvent(event)
