@@ -1,7 +1,7 @@
 """Regenerate the tables of docs/simulation.md: `iqp simulate` on both execution paths, at the
 measured and the paper's volume, on FR and the variable-rate profiles, each run timed.
 
-    .venv/bin/python benchmarks/policy_table.py                 # every run below, ~5 min on 2 cores
+    .venv/bin/python benchmarks/policy_table.py                 # every run below, ~6 min on 2 cores
     .venv/bin/python benchmarks/policy_table.py --only measured # just the runs whose label has this
 
 Writes OUT/<label>.txt (the command, its output and its wall time) and OUT/<label>.png (its

@@ -129,15 +129,16 @@ def run(args: argparse.Namespace) -> int:
         profile = args.profile or "FR"
         path = args.path or "in_process"
         queries, window_end, volumes = protocol.paper_workload(args.cost_models, path, profile, volume)
+        shown = volume if isinstance(volume, str) else f"{volume:g}"
         scales = sorted({v.scale for v in volumes})
         rows = sorted(v.rows for v in volumes)
         source = (
-            f"{protocol.PAPER_FILES} files at 1 file/s, profile {profile}, path {path}, volume {volume} "
+            f"{protocol.PAPER_FILES} files at 1 file/s, profile {profile}, path {path}, volume {shown} "
             f"(TPC-H scale {', '.join(f'{s:g}' for s in scales)}: {rows[0]}..{rows[-1]} rows per query; "
             f"models measured up to {max(v.measured_rows for v in volumes)} rows at scale "
             f"{', '.join(sorted({f'{v.model_scale:g}' for v in volumes}))})"
         )
-        title = f"{len(queries)} queries, {protocol.PAPER_FILES} files, profile {profile}, {path}, volume {volume}"
+        title = f"{len(queries)} queries, {protocol.PAPER_FILES} files, profile {profile}, {path}, volume {shown}"
         files = protocol.PAPER_FILES
     order = protocol.deadline_order(queries, args.order, args.seed)
     experiment = protocol.Experiment(queries, window_end, order, args.alpha, args.tau_max)

@@ -24,8 +24,7 @@ class Waiter:
 
     state: QueryState
     request: int  # stable id: the query's position in the workload
-    since: float  # its job may have become ready from here on: its submission, the end of its
-    # last job, or a later time at which it was seen with nothing ready
+    since: float  # from when on its current job may have become ready (submission at first)
     last_served: float = -math.inf  # when it last got the resource
     registered: float | None = None  # when its current job became ready, once seen
 
@@ -49,7 +48,7 @@ class Waiter:
         )
 
     def idle(self, now: float) -> None:
-        """Nothing of it is ready at `now`: a job it may have had is no longer asking."""
+        """Nothing of it is ready at `now`: its next job becomes ready later, if ever."""
         self.since = now
         self.registered = None
 
@@ -66,6 +65,8 @@ def pick(policy: Policy, ready: Sequence[Waiter], now: float, min_batch: bool) -
     Only LLF and SJF rank by the remaining work, so only they price it: pricing every waiting
     query at every pick is most of a simulation's time.
     """
+    if len(ready) == 1:  # nothing to rank
+        return list(ready)
     by_request = {w.request: w for w in ready}
     priced = policy in (Policy.LLF, Policy.SJF)
     ranked = best_first(policy, [w.candidate(now, min_batch, priced) for w in ready], now)

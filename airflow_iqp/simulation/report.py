@@ -44,6 +44,11 @@ def table_lines(table: Table) -> list[str]:
     return lines
 
 
+def _cost_label(value: float) -> str:
+    """As in the table, without its 'x'; whole numbers from 10 on."""
+    return f"{value:.2f}" if value < 10 else f"{value:.0f}"
+
+
 def figure(table: Table, title: str) -> Figure:
     """Two panels over delta, one labelled bar per column: deadlines met (top) and normalized
     cost (bottom, on a log scale when it spans more than a decade, with 1 + alpha marked).
@@ -71,7 +76,7 @@ def figure(table: Table, title: str) -> Figure:
         bars = met.bar(where, [row[j].met_count for row in table.rows.values()], **style)
         met.bar_label(bars, fontsize=7)
         bars = cost.bar(where, [row[j].normalized_cost for row in table.rows.values()], **style)
-        cost.bar_label(bars, fmt="%.3g", fontsize=7, rotation=90, padding=2)
+        cost.bar_label(bars, fmt=_cost_label, fontsize=7, rotation=90, padding=2)
     met.set_ylim(0, table.queries * 1.15)
     met.set_ylabel(f"deadlines met (of {table.queries})")
     met.set_title("Deadlines met (higher is better)")
