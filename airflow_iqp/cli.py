@@ -17,6 +17,7 @@ COMMAND_MODULES = (
     "airflow_iqp.commands.fit_cost_model",
     "airflow_iqp.commands.db",
     "airflow_iqp.commands.simulate",
+    "airflow_iqp.commands.result",
 )
 
 

@@ -79,6 +79,7 @@ class BatchReason(StrEnum):
     PLANNED = "planned"  # a static plan's batch whose files have landed
     RETRY = "retry"  # a failed batch runs its frozen files again
     ALL_PROCESSED = "all_processed"  # every batch is done: the merge
+    LATE = "late"  # files that came after their window merged, re-merged into it
 
 
 class OnLate(StrEnum):

@@ -1,27 +1,37 @@
 """intermittent_query(): the few lines a DAG file needs for one deadline-bound query.
 
     dag = intermittent_query(
-        query="q6", window=timedelta(minutes=5), deadline=timedelta(minutes=2),
-        landing="/data/landing", rate=ArrivalRate(files_per_second=1, rows_per_file=9300),
-        cost_model="q6", start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        query="sales_by_category.sql",
+        window=timedelta(minutes=10),
+        deadline=timedelta(minutes=5),
+        streams={"sales": FileStream("s3://bucket/sales/", conn_id="aws_default")},
+        static={"products": "s3://bucket/dim/products/"},
+        output="s3://bucket/results/{dag_id}/{window_start}",
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
     )
 
 One run per window, started at the window start: `plan`, then `partial_aggregate` mapped over
 the planned batches (static) or batch slots (mode="dynamic", with alpha and tau_max), then
-`final_merge`. Every Spark job waits in the triggerer until the dispatcher, shared by all IQP
-DAGs, grants it the Spark resource ([iqp] policy and resources in the Airflow config).
+`final_merge`, which publishes the result and emits the DAG's result Asset, then `late_files`,
+which records files that came for earlier windows after they merged (and re-merges them when
+asked). Every Spark job waits in the triggerer until the dispatcher, shared by all IQP DAGs,
+grants it the Spark resource ([iqp] policy and resources in the Airflow config).
 """
 
 from __future__ import annotations
 
+import inspect
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, Asset
 
-from airflow_iqp.constants import Mode
-from airflow_iqp.declaration import ArrivalRate, declare
+from airflow_iqp.constants import Mode, OnCorrupt, OnLate
+from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.exceptions import InvalidDeclaration, InvalidSetting
+from airflow_iqp.operators.late import LateFilesOperator
 from airflow_iqp.operators.merge import FinalMergeOperator
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.operators.plan import PlanWindowOperator
@@ -29,26 +39,43 @@ from airflow_iqp.settings import DispatchSettings, airflow_home
 from airflow_iqp.timetables.window import WindowTimetable
 
 if TYPE_CHECKING:
-    from pathlib import Path
+    from collections.abc import Mapping
+
+    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.streams.spec import FileStream
 
 
 def default_work_dir() -> Path:
-    """Where batch files, partial outputs and results go unless the DAG names a work_dir."""
+    """Where job specs, partial outputs and merged results go before publishing, unless the DAG names a work_dir."""
     return airflow_home() / "iqp"
+
+
+def result_asset(declaration: Declaration) -> Asset:
+    """The DAG's result: one Asset for all its windows, at the output location's fixed prefix;
+    each event's extra names the window and where its result is.
+    """
+    collection = declaration.output.collection(dag_id=declaration.dag_id, query=declaration.name)
+    uri = collection if urlsplit(collection).scheme else Path(collection).as_uri()
+    return Asset(name=f"{declaration.dag_id}.result", uri=uri)
 
 
 def intermittent_query(
     *,
-    query: str,
+    query: str | Path,
     window: timedelta,
     deadline: timedelta,
-    landing: str | Path,
-    rate: ArrivalRate | Literal["learn"],
-    cost_model: str | Path,
+    streams: Mapping[str, FileStream],
+    output: str,
     start_date: datetime,
+    static: Mapping[str, str] | None = None,
+    rate: ArrivalRate | Literal["learn"] = LEARN,
+    cost_model: str | Path = LEARN,
     mode: Mode | Literal["static", "dynamic"] = Mode.STATIC,
     alpha: float | None = None,
     tau_max: timedelta | float | None = None,
+    on_late: OnLate | Literal["record", "remerge"] = OnLate.RECORD,
+    on_corrupt: OnCorrupt | Literal["fail", "quarantine"] = OnCorrupt.FAIL,
+    output_conn_id: str | None = None,
     dag_id: str | None = None,
     work_dir: str | Path | None = None,
     spark_conn_id: str = "iqp_spark",
@@ -56,17 +83,31 @@ def intermittent_query(
     retry_delay: timedelta = timedelta(seconds=5),
     **dag_kwargs: Any,
 ) -> DAG:
-    """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed."""
+    """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed.
+
+    A relative `query` or `cost_model` path is taken relative to the DAG file's folder; a bare
+    name (`"q6"`) is one of the packaged TPC-H examples.
+    """
+    frame = inspect.currentframe()
+    caller = frame.f_back.f_globals.get("__file__") if frame is not None and frame.f_back is not None else None
+    base_dir = Path(caller).resolve().parent if isinstance(caller, str) else None
     declaration = declare(
+        dag_id=dag_id or f"iqp_{Path(str(query)).stem}",
         query=query,
         window=window,
         deadline=deadline,
-        landing=landing,
+        streams=streams,
+        static=static,
+        output=output,
+        output_conn_id=output_conn_id,
         rate=rate,
         cost_model=cost_model,
         mode=mode,
         alpha=alpha,
         tau_max=tau_max,
+        on_late=on_late,
+        on_corrupt=on_corrupt,
+        base_dir=base_dir,
     )
     try:
         DispatchSettings.load()
@@ -75,14 +116,14 @@ def intermittent_query(
     work = str(work_dir or default_work_dir())
     spark_task = {"conn_id": spark_conn_id, "retries": retries, "retry_delay": retry_delay}
     with DAG(
-        dag_id=dag_id or f"iqp_{declaration.name}",
+        dag_id=declaration.dag_id,
         schedule=WindowTimetable(window),
         start_date=start_date,
         catchup=dag_kwargs.pop("catchup", False),
         tags=["iqp", declaration.name],
         doc_md=(
             f"Intermittent query **{declaration.name}** ({declaration.mode.value}): windows of {window}, "
-            f"result due {deadline} after each."
+            f"result due {deadline} after each, published to `{declaration.output.template}`."
         ),
         **dag_kwargs,
     ) as dag:
@@ -91,7 +132,7 @@ def intermittent_query(
             task_id="partial_aggregate",
             declaration=declaration,
             work_dir=work,
-            name=f"iqp-{declaration.name}-partial",
+            name=f"iqp-{declaration.dag_id}-partial",
             map_index_template="{{ batch_label }}",
             **spark_task,
         ).expand(batch=plan.output)
@@ -100,9 +141,18 @@ def intermittent_query(
             declaration=declaration,
             work_dir=work,
             window_id="{{ ti.xcom_pull(task_ids='plan')[0]['window_id'] }}",
-            name=f"iqp-{declaration.name}-merge",
+            result=result_asset(declaration),
+            name=f"iqp-{declaration.dag_id}-merge",
             trigger_rule="none_failed",
             **spark_task,
         )
-        plan >> partials >> merge
+        late = LateFilesOperator(
+            task_id="late_files",
+            declaration=declaration,
+            work_dir=work,
+            name=f"iqp-{declaration.dag_id}-late",
+            trigger_rule="all_done",
+            **spark_task,
+        )
+        plan >> partials >> merge >> late
     return dag

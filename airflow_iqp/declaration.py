@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 _E = TypeVar("_E", bound=StrEnum)
 EXAMPLE_COST_MODELS = Path(__file__).resolve().parent / "examples" / "cost_models"
-LEARN = "learn"
+LEARN: Literal["learn"] = "learn"
 
 
 class CostModel(Protocol):
@@ -82,6 +82,7 @@ class Declaration:
     streams: Mapping[str, FileStream] = field(hash=False)
     static: Mapping[str, StaticInput] = field(hash=False)
     output: OutputTemplate
+    output_conn_id: str | None
     rate: ArrivalRate | Literal["learn"]
     cost_model: Path | Literal["learn"]  # a fitted model file, or learned from the DAG's own jobs
     mode: Mode = Mode.STATIC  # static: batches planned per window; dynamic: MinBatch, picked live
@@ -204,6 +205,7 @@ def declare(
     deadline: timedelta,
     streams: Mapping[str, FileStream],
     output: str,
+    output_conn_id: str | None = None,
     static: Mapping[str, str] | None = None,
     rate: ArrivalRate | Literal["learn"] = LEARN,
     cost_model: str | Path = LEARN,
@@ -250,6 +252,7 @@ def declare(
         streams=checked_streams,
         static=checked_static,
         output=OutputTemplate(output),
+        output_conn_id=output_conn_id,
         rate=rate,
         cost_model=_resolve_cost_model(cost_model, base_dir),
         mode=checked_mode,
@@ -337,7 +340,7 @@ def _resolve_cost_model(cost_model: str | Path, base_dir: Path | None) -> Path |
 
 def _choice(value: object, kind: type[_E], name: str) -> _E:
     try:
-        return kind(value)
+        return kind(str(value))
     except ValueError:
         raise InvalidDeclaration(
             f"{name} must be one of {', '.join(repr(v.value) for v in kind)}, got {value!r}"

@@ -39,4 +39,5 @@ class LeaseLostError(IqpError):
 
 class CorruptInput(IqpError):
     """An input file of a batch cannot be read; the message names it. Declaring
-    `on_corrupt="quarantine"` moves such files aside instead of failing the batch."""
+    `on_corrupt="quarantine"` moves such files aside instead of failing the batch.
+    """

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_iqp import __version__
+
 
 def get_provider_info() -> dict[str, Any]:
     """Our connection type and extra link, in the shape of Airflow's `provider_info.schema.json`."""
@@ -15,7 +17,7 @@ def get_provider_info() -> dict[str, Any]:
         "package-name": "airflow-iqp",
         "name": "Intermittent Query Processing",
         "description": "Deadline-bound intermittent queries on Apache Spark: plan, partial batches, merge.",
-        "versions": ["0.1.0"],
+        "versions": [__version__],
         "connection-types": [
             {
                 "hook-class-name": "airflow_iqp.hooks.ledger.LedgerHook",

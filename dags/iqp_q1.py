@@ -1,11 +1,8 @@
-"""TPC-H Q1 (pricing summary) over the replayed TPC-H stream: windows of 2 minutes, result due 240 s after each.
+"""TPC-H Q1 (pricing summary) over lineitem files as they land: windows of 2 minutes, result due
+240 s after each.
 
-Copy this file to declare your own query: a query file in queries/, a window, a deadline after
-the window end, the landing directory of the stream, the expected rate, and a fitted cost model.
-
-The rate defaults to what `make demo` replays (two files a second of ~4300 lineitem rows each);
-IQP_FILES_PER_SECOND and IQP_ROWS_PER_FILE override it. IQP_FIRST_WINDOW and IQP_LAST_WINDOW
-(ISO 8601, optional) limit the runs to the windows that start between them.
+Copy this file to declare your own query (see dags/iqp_q6.py for what each argument means).
+`make demo` sets IQP_LANDING, IQP_RESULTS and the rate through the environment.
 """
 
 from __future__ import annotations
@@ -13,15 +10,16 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta
 
-from airflow_iqp.dag import intermittent_query
-from airflow_iqp.declaration import ArrivalRate
+from airflow_iqp import ArrivalRate, FileStream, intermittent_query
 
+LANDING = os.environ.get("IQP_LANDING", "/tmp/iqp/landing")
 last_window = os.environ.get("IQP_LAST_WINDOW")
 dag = intermittent_query(
     query="q1",
     window=timedelta(minutes=2),
     deadline=timedelta(seconds=240),
-    landing=os.environ.get("IQP_LANDING", "/tmp/iqp/landing"),
+    streams={"lineitem": FileStream(f"{LANDING}/lineitem")},
+    output=os.environ.get("IQP_RESULTS", "/tmp/iqp/results") + "/{dag_id}/{window_start}",
     rate=ArrivalRate(
         files_per_second=float(os.environ.get("IQP_FILES_PER_SECOND", "2")),
         rows_per_file=float(os.environ.get("IQP_ROWS_PER_FILE", "4300")),

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode
-from airflow_iqp.tpch.manifest import part_name
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.slots import SlotAction, SlotDecision, SlotSpec, decide
+from airflow_iqp.tpch.manifest import part_name
 
 if TYPE_CHECKING:
     from pathlib import Path

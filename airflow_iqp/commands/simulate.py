@@ -21,9 +21,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from airflow_iqp.tpch.replay import PROFILES
 from airflow_iqp.planning.cost_model_file import PATHS
 from airflow_iqp.simulation import protocol, report, workload
+from airflow_iqp.tpch.replay import PROFILES
 from airflow_iqp.validation import number
 
 

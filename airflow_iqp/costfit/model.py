@@ -14,8 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.constants import JobKind
 from airflow_iqp.atomic import write_json
+from airflow_iqp.constants import JobKind
 from airflow_iqp.learning.fit import fit_piecewise
 
 if TYPE_CHECKING:

@@ -14,10 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_iqp.constants import Mode
+from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.standalone import API, BIN, POLICY, DemoAirflow, stop_group, wait_healthy
 from airflow_iqp.exceptions import InvalidDeclaration
+from airflow_iqp.tpch.manifest import STATIC_DIR
 
 if TYPE_CHECKING:
     from airflow_iqp.demo.summary import WindowRow
@@ -43,21 +44,23 @@ def log(message: str, started: float) -> None:
 # -- plans -------------------------------------------------------------------------------------
 
 
-def example_env(rows_per_file: float, landing: Path) -> dict[str, str]:
-    """What the example DAG files read: the demo's landing directory and the rate it replays at."""
+def example_env(rows_per_file: float, source: Path | None = None) -> dict[str, str]:
+    """What the example DAG files read: where files land, static tables and results go, and the rate."""
     return {
-        "IQP_LANDING": str(landing),
+        "IQP_LANDING": str(DEMO_DIR / "landing"),
+        "IQP_STATIC": str((source or DEMO_DIR) / STATIC_DIR),
+        "IQP_RESULTS": str(DEMO_DIR / "results"),
         "IQP_FILES_PER_SECOND": str(SPEEDUP),
         "IQP_ROWS_PER_FILE": f"{rows_per_file:.1f}",
     }
 
 
-def examples(rows_per_file: float) -> list[Example]:
+def examples(rows_per_file: float, source: Path | None = None) -> list[Example]:
     """The example DAGs as declared in dags/ at this rate, earliest deadline first.
 
     One that does not parse stops the demo with its declaration's error.
     """
-    found = load_examples(DAGS, example_env(rows_per_file, DEMO_DIR / "landing"))
+    found = load_examples(DAGS, example_env(rows_per_file, source))
     broken = {path.name: err for path, err in found.items() if isinstance(err, InvalidDeclaration)}
     if broken:
         raise InvalidDeclaration("; ".join(f"{name}: {err}" for name, err in broken.items()))
@@ -86,7 +89,10 @@ def plans(rows_per_file: float) -> dict[str, object]:
         try:
             dynamic = declaration.mode == Mode.DYNAMIC
             rate = declaration.rate
-            out[example.query] = dynamic_batching(declaration, rate) if dynamic else plan_files(declaration, rate)
+            model = declaration.fitted_model(ExecutionPath.SPARK_SUBMIT)
+            out[example.query] = (
+                dynamic_batching(declaration, rate, model) if dynamic else plan_files(declaration, rate, model)
+            )
         except InvalidDeclaration as err:
             out[example.query] = err
     return out
@@ -184,7 +190,7 @@ def next_window_start(after: datetime, window: timedelta) -> datetime:
 def fresh_home() -> tuple[Path, Path, Path]:
     """Airflow home, landing directory and ledger of this run; an earlier run's are removed."""
     home, landing, ledger = DEMO_DIR / "airflow", DEMO_DIR / "landing", DEMO_DIR / "iqp_ledger.db"
-    for path in (home, landing):
+    for path in (home, landing, DEMO_DIR / "results"):
         shutil.rmtree(path, ignore_errors=True)
     for suffix in ("", "-wal", "-shm", "-journal"):
         Path(f"{ledger}{suffix}").unlink(missing_ok=True)
@@ -260,7 +266,7 @@ def wait_for_windows(
     last = ""
     while True:
         with session_scope(ledger_url) as session:
-            rows = {e.query: window_row(session, e.query, window_start) for e in examples}
+            rows = {e.query: window_row(session, e.dag_id, window_start) for e in examples}
         line = progress(rows)
         now = datetime.now(UTC)
         offset = (now - window_start).total_seconds()
@@ -277,7 +283,7 @@ def wait_for_windows(
         time.sleep(POLL_S)
 
 
-def verify(rows: dict[str, WindowRow], landing: Path, started: float) -> dict[str, WindowRow]:
+def verify(rows: dict[str, WindowRow], examples: list[Example], started: float) -> dict[str, WindowRow]:
     """Each merged window checked against one Spark SQL pass over the same files."""
     from airflow_iqp.demo.verify import local_spark, verify_window
 
@@ -289,9 +295,8 @@ def verify(rows: dict[str, WindowRow], landing: Path, started: float) -> dict[st
             if row.status != "merged" or not row.result_location:
                 checked[query] = row
                 continue
-            result, problems = verify_window(
-                spark, query, landing, row.window_start, row.window_end, row.result_location
-            )
+            declaration = next(e.declaration for e in examples if e.query == query)
+            result, problems = verify_window(spark, declaration, row.window_start, row.window_end, row.result_location)
             for problem in problems:
                 print(f"  {query}: {problem}")
             checked[query] = replace(row, result_rows=len(result), verified=not problems)
@@ -333,7 +338,7 @@ def main() -> int:
         dags=DAGS,
         ledger=ledger,
         extra_env={
-            **example_env(rows_per_file, landing),
+            **example_env(rows_per_file, source),
             # One run per DAG: the demo window (a later window would find no files).
             "IQP_FIRST_WINDOW": window_start.isoformat(),
             "IQP_LAST_WINDOW": (window_start + window / 2).isoformat(),
@@ -386,7 +391,7 @@ def main() -> int:
         log(f"replaying {FILES} files at {SPEEDUP:g} per second into {landing}", started)
 
         rows = wait_for_windows(ledger_url, loaded, window_start, standalone, started)
-        rows = verify(rows, landing, started)
+        rows = verify(rows, loaded, started)
 
         from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, windows_table
         from airflow_iqp.ledger import session_scope

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+from airflow_iqp.tables import format_table
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -90,17 +91,17 @@ def _merge_seconds(session: Session, query_id: int, window: Window) -> float | N
     return min(found, key=lambda o: abs((o.observed_at - finish).total_seconds())).seconds
 
 
-def window_row(session: Session, query: str, window_start: datetime) -> WindowRow | None:
-    """The ledger's window of `query` starting at `window_start`, or None before it is planned."""
+def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowRow | None:
+    """The ledger's window of the DAG `dag_id` starting at `window_start`, or None before it is planned."""
     found = session.execute(
-        select(Window, Query.id).join(Query).where(Query.name == query, Window.window_start == window_start)
+        select(Window, Query.id).join(Query).where(Query.dag_id == dag_id, Window.window_start == window_start)
     ).first()
     if found is None:
         return None
     w, query_id = found
     batches = tuple(
         BatchRow(
-            query=query,
+            query=dag_id,
             index=b.batch_index,
             status=b.status,
             attempts=b.attempts,
@@ -120,7 +121,7 @@ def window_row(session: Session, query: str, window_start: datetime) -> WindowRo
     planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
     return WindowRow(
-        query=query,
+        query=dag_id,
         window_start=w.window_start,
         window_end=w.window_end,
         deadline=w.deadline,
@@ -137,27 +138,6 @@ def window_row(session: Session, query: str, window_start: datetime) -> WindowRo
         result_location=w.result_location,
         batches=batches,
     )
-
-
-def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Plain columns: text left-aligned, numbers right-aligned, a rule under the header."""
-    cells = [[str(h) for h in headers]] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    numeric = [all(_looks_numeric(r[i]) for r in cells[1:]) and len(cells) > 1 for i in range(len(headers))]
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(row, widths, numeric)).rstrip()
-
-    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths), *(line(r) for r in cells[1:])])
-
-
-def _looks_numeric(text: str) -> bool:
-    stripped = text.replace(",", "").replace("s", "").replace("+", "").replace("%", "")
-    try:
-        float(stripped)
-    except ValueError:
-        return text == "-"
-    return True
 
 
 def _yes_no(value: bool | None) -> str:

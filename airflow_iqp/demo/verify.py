@@ -1,7 +1,7 @@
 """Check a merged window against one Spark SQL pass over the same files.
 
-The window's files are the ones the stream descriptor puts in it (not what the batches say they
-read), the static tables come from the generated stream's `static/`, and the query runs whole
+The window's files are the ones a fresh listing of the declared streams puts in it (not what
+the batches say they read), the static inputs are the declared ones, and the query runs whole
 in one local SparkSession. Integers and strings must be equal; floats and decimals within a
 relative 1e-9 (the batched plan adds in another order).
 """
@@ -9,16 +9,13 @@ relative 1e-9 (the batched plan adds in another order).
 from __future__ import annotations
 
 import math
-import os
 from decimal import Decimal
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
-from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor
-from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
-from airflow_iqp.queries import QueryDefinition, load_query
+from airflow_iqp.operators.window import spark_uri
+from airflow_iqp.results.publish import read_result
+from airflow_iqp.settings import spark_local_ip
+from airflow_iqp.window_input import InputSpec, files_by_stream
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -26,37 +23,50 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.streams.spec import FileStream
+
 REL_TOL = 1e-9
 
 
-def window_paths(descriptor: StreamDescriptor, landing: Path, stream: str, start: datetime, end: datetime) -> list[str]:
-    """The landing paths of a stream's files in the window, by the replay's descriptor."""
-    return [str(Path(landing) / stream / part_name(i)) for i in descriptor.window_files(start, end)]
+def window_paths(
+    declaration: Declaration, start: datetime, end: datetime
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """The files of each stream in the window as Spark names them, and a sample file per stream
+    (from any window) to read an empty stream's schema from.
+    """
+    selection = InputSpec.of(declaration.streams, start, end - start).look()
+    samples = {f.stream: spark_uri(f.uri) for u in (*selection.later, *selection.earlier) for f in u.files}
+    paths = {s: [spark_uri(f.uri) for f in files] for s, files in files_by_stream(selection.units).items()}
+    return paths, samples
 
 
-def _stream_frame(spark: SparkSession, descriptor: StreamDescriptor, paths: list[str], stream: str) -> DataFrame:
-    if paths:
-        return spark.read.parquet(*paths)
-    # No file in the window: an empty table with the stream's schema.
-    schema = spark.read.parquet(str(descriptor.source / STREAM_DIR / stream / part_name(0))).schema
-    return spark.createDataFrame([], schema)
+def _read(spark: SparkSession, stream: FileStream, paths: list[str]) -> DataFrame:
+    reader = spark.read.format(str(stream.format)).options(**stream.options)
+    if stream.schema:
+        reader = reader.schema(stream.schema)
+    return reader.load(paths)
 
 
-def single_pass(
-    spark: SparkSession, query: QueryDefinition, landing: Path, start: datetime, end: datetime
-) -> list[dict[str, Any]]:
-    """The query over the window's files and the static tables, in one Spark SQL statement."""
-    descriptor = load_descriptor(landing)
+def single_pass(spark: SparkSession, declaration: Declaration, start: datetime, end: datetime) -> list[dict[str, Any]]:
+    """The query over the window's files and the static inputs, in one Spark SQL statement."""
+    paths, samples = window_paths(declaration, start, end)
     views = []
     try:
-        for stream in query.streams:
-            paths = window_paths(descriptor, landing, stream, start, end)
-            _stream_frame(spark, descriptor, paths, stream).createOrReplaceTempView(stream)
-            views.append(stream)
-        for table in query.static_tables:
-            spark.read.parquet(str(descriptor.source / STATIC_DIR / table)).createOrReplaceTempView(table)
-            views.append(table)
-        return [row.asDict() for row in spark.sql(query.sql).collect()]
+        for name, stream in declaration.streams.items():
+            if paths.get(name):
+                frame = _read(spark, stream, paths[name])
+            elif name in samples:  # no file in the window: an empty table with the stream's schema
+                frame = _read(spark, stream, [samples[name]]).limit(0)
+            else:
+                raise ValueError(f"stream {name} has no file in any window to take its schema from")
+            frame.createOrReplaceTempView(name)
+            views.append(name)
+        for name, static in declaration.static.items():
+            table = spark.table(static.table) if static.table else spark.read.parquet(spark_uri(str(static.path)))
+            table.createOrReplaceTempView(name)
+            views.append(name)
+        return [row.asDict() for row in spark.sql(declaration.query.sql).collect()]
     finally:
         for view in views:
             spark.catalog.dropTempView(view)
@@ -99,27 +109,23 @@ def compare_rows(actual: Sequence[dict[str, Any]], expected: Sequence[dict[str, 
     return problems
 
 
-def read_result(location: str | Path) -> list[dict[str, Any]]:
-    """A committed result as rows, in its order."""
-    return pq.read_table(str(location)).to_pylist()
-
-
 def verify_window(
-    spark: SparkSession, query: str, landing: Path, start: datetime, end: datetime, result_location: str | Path
+    spark: SparkSession, declaration: Declaration, start: datetime, end: datetime, result_location: str
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """(result rows, differences from the single pass); no differences means the window is exact."""
-    result = read_result(result_location)
-    expected = single_pass(spark, load_query(query), landing, start, end)
+    """(published result rows, differences from the single pass); no differences means the window is exact."""
+    result = read_result(result_location, declaration.output_conn_id)
+    expected = single_pass(spark, declaration, start, end)
     return result, compare_rows(result, expected)
 
 
 def local_spark() -> SparkSession:
     """One small in-process session, UTC like the jobs."""
+    import os
     import warnings
 
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_LOCAL_IP", spark_local_ip())
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     spark = (
         SparkSession.builder.master("local[2]")

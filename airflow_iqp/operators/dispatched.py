@@ -23,11 +23,13 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_iqp.constants import BatchReason, JobKind, RequestState
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
+from airflow_iqp.operators.window import JOBS_DIR
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
 
     from airflow.sdk import Context
     from sqlalchemy.orm import Session
@@ -60,6 +62,16 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     def run_granted(self, context: Context) -> Any:
         """Run the job; called only while this task holds the lease."""
         raise NotImplementedError
+
+    def run_spark_job(self, context: Context, job: str, spec_json: str, spec_file: Path, *args: str) -> None:
+        """Run one Spark job (`partial_job.py` or `merge_job.py`) on its spec; call it only while
+        holding the lease (from `run_granted`).
+        """
+        spec_file.write_text(spec_json)
+        self.application = str(JOBS_DIR / job)
+        self.application_args = ["--spec", str(spec_file), *args]
+        self._hook = None  # the hook is built from the application and its arguments
+        SparkSubmitOperator.execute(self, context)
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """A request to queue in the transaction that releases the resource after a successful

@@ -1,5 +1,6 @@
 """`final_merge`: once every batch is done, spark-submit the merge job over the committed
-partials. It queues with the dispatcher like a batch, ranked by its own cost.
+partials, publish the result where the DAG declared, and announce it as an Asset event. It
+queues with the dispatcher like a batch, ranked by its own cost.
 """
 
 from __future__ import annotations
@@ -9,46 +10,65 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, WindowStatus
-from airflow_iqp.declaration import Declaration, merge_costs
+from airflow_iqp.costs import observe, planning_model
+from airflow_iqp.declaration import merge_costs
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
-from airflow_iqp.operators.window import JOBS_DIR, run_window, spark_env, window_dir
+from airflow_iqp.operators.window import JOBS_DIR, merge_spec, run_window, spark_env, window_dir
+from airflow_iqp.results.publish import publish
 from airflow_iqp.spark.jobs.output import read_marker
 
 if TYPE_CHECKING:
-    from airflow.sdk import Context
+    from airflow.sdk import Asset, Context
+
+    from airflow_iqp.declaration import CostModel, Declaration
 
 MERGE_SLOT = -1  # the merge's slot in dispatcher requests: partials use their map index
+PATH = ExecutionPath.SPARK_SUBMIT
 
 
-def merge_request(declaration: Declaration, window: store.WindowSummary) -> ResourceRequest:
+def merge_request(declaration: Declaration, window: store.WindowSummary, model: CostModel | None) -> ResourceRequest:
     """The merge asks for the resource with its window's deadline and its own cost."""
-    always, extra = merge_costs(declaration.cost_model)
     partials = sum(b.status == BatchStatus.DONE for b in window.batches)
+    if model is None:
+        cost = float(window.plan.get("merge_cost") or 0.0)
+    else:
+        always, extra = merge_costs(model)
+        cost = always + extra.cost(partials)
     return ResourceRequest(
         window_id=window.id,
-        query=declaration.name,
+        query=declaration.dag_id,
         kind=JobKind.MERGE,
         slot=MERGE_SLOT,
         reason=BatchReason.ALL_PROCESSED,
         deadline=window.deadline,
-        remaining_cost=always + extra.cost(partials),
+        remaining_cost=cost,
     )
 
 
 class FinalMergeOperator(DispatchedSparkSubmitOperator):
-    """The window's final merge, queued with the dispatcher like a batch."""
+    """The window's final merge, queued with the dispatcher like a batch; its outlet is the
+    DAG's result Asset.
+    """
 
     operator_extra_links = (BatchOutputLink(),)
+    template_fields = (*DispatchedSparkSubmitOperator.template_fields, "window_id")
 
-    def __init__(self, *, declaration: Declaration, work_dir: str, window_id: Any, **kwargs: Any) -> None:
-        super().__init__(application=str(JOBS_DIR / "merge_job.py"), env_vars=spark_env(), **kwargs)
+    def __init__(
+        self,
+        *,
+        declaration: Declaration,
+        work_dir: str,
+        window_id: Any,
+        result: Asset,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(application=str(JOBS_DIR / "merge_job.py"), env_vars=spark_env(), outlets=[result], **kwargs)
         self.declaration = declaration
         self.work_dir = work_dir
         self.window_id = window_id
-
-    template_fields = (*DispatchedSparkSubmitOperator.template_fields, "window_id")
+        self.result = result
 
     def execute(self, context: Context) -> Any:
         """Queue for the resource (the window's last batch has usually queued it already)."""
@@ -57,42 +77,63 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
     def resource_request(self, context: Context) -> ResourceRequest:
         """See `merge_request`."""
         with session_scope() as session:
-            return merge_request(self.declaration, store.window_summary(session, int(self.window_id)))
+            window = store.window_summary(session, int(self.window_id))
+            return merge_request(self.declaration, window, planning_model(session, self.declaration, PATH))
 
     def run_granted(self, context: Context) -> str:
-        """Merge the committed partials, then close the window in the ledger."""
+        """Merge the committed partials, publish the result, close the window in the ledger."""
+        decl = self.declaration
         window_id = int(self.window_id)
+        start, end = run_window(context)
         with session_scope() as session:
             summary = store.window_summary(session, window_id)
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
-        result = window_dir(Path(self.work_dir), self.declaration, run_window(context)[0]) / "result"
-        self.application_args = ["--query", str(self.declaration.query.path), "--output", str(result), *partials]
-        self._hook = None
+        committed = window_dir(Path(self.work_dir), decl.dag_id, start) / "result"
+        committed.parent.mkdir(parents=True, exist_ok=True)
+        spec_json = merge_spec(decl, partials, committed).to_json()
         started = datetime.now(UTC)
         try:
-            super().execute(context)
+            self.run_spark_job(context, "merge_job.py", spec_json, committed.with_suffix(".spec.json"))
         except BaseException:
             with session_scope() as session:
                 store.record_merge(session, window_id, datetime.now(UTC), None, None, status=WindowStatus.FAILED)
             raise
+        merged = datetime.now(UTC)
+        marker = read_marker(committed)
+        rows = sum(marker["input_rows"].values())
+        target = decl.output.render(dag_id=decl.dag_id, query=decl.name, window_start=start, window_end=end)
+        location = publish(
+            committed,
+            target,
+            {
+                "dag_id": decl.dag_id,
+                "query": decl.name,
+                "window_start": start.isoformat(),
+                "window_end": end.isoformat(),
+                "input_rows": marker["input_rows"],
+                "rows": marker["rows"],
+                "incomplete": summary.incomplete,
+                "committed_at": merged.isoformat(),
+            },
+            conn_id=decl.output_conn_id,
+        )
         finished = datetime.now(UTC)
-        marker = read_marker(result)
         with session_scope() as session:
-            met = store.record_merge(session, window_id, finished, sum(marker["input_rows"].values()), str(result))
-            store.record_cost_observation(
-                session,
-                self.declaration.name,
-                ExecutionPath.SPARK_SUBMIT,
-                JobKind.MERGE,
-                len(partials),
-                (finished - started).total_seconds(),
-            )
+            met = store.record_merge(session, window_id, finished, rows, location)
+            observe(session, decl, PATH, JobKind.MERGE, len(partials), (merged - started).total_seconds())
+        context["outlet_events"][self.result].extra = {
+            "window_start": start.isoformat(),
+            "window_end": end.isoformat(),
+            "uri": location,
+            "rows": marker["rows"],
+            "incomplete": summary.incomplete,
+        }
         self.log.info(
-            "window %d merged %d partials into %s; deadline %s",
+            "window %d merged %d partials, published to %s; deadline %s",
             window_id,
             len(partials),
-            result,
+            location,
             "met" if met else "MISSED",
         )
-        context["ti"].xcom_push(key="output_location", value=str(result))
-        return str(result)
+        context["ti"].xcom_push(key="output_location", value=location)
+        return location

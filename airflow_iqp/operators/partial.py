@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode, OnCorrupt
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, OnCorrupt
 from airflow_iqp.costs import observe, planning_model
 from airflow_iqp.declaration import file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
@@ -106,14 +106,17 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             decision = decide(session, spec, selection, time.time())
         if decision.action is SlotAction.SKIP:
-            raise AirflowSkipException(f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches")
+            raise AirflowSkipException(
+                f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches"
+            )
         if decision.action is SlotAction.WAIT:
             self.defer(trigger=BatchReadyTrigger(spec.to_dict()), method_name="on_ready")
         return self.queue_for_resource(context, self.resource_request(context))
 
     def registration_refused(self, context: Context) -> Any:
         """Another task of the window queued first: a slot waits for the batch after it; a static
-        batch waits in the trigger again, which fires at once, and queues again."""
+        batch waits in the trigger again, which fires at once, and queues again.
+        """
         if self.is_slot:
             return self.on_ready(context)
         self.defer(trigger=WindowInputTrigger(self.batch["input"], self.batch["upto"]), method_name="on_landed")
@@ -194,14 +197,13 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         decl = self.declaration
         while True:
             spec = partial_spec(decl, files, output, schema_files=_schema_files(selection))
-            spec_file = output.with_name(f"{output.name}.spec.json")
             report = output.with_name(f"{output.name}.report.json")
             report.unlink(missing_ok=True)
-            spec_file.write_text(spec.model_dump_json(indent=2))
-            self.application_args = ["--spec", str(spec_file), "--report", str(report)]
-            self._hook = None  # the hook is built from application_args
+            spec_json = spec.to_json()
             try:
-                super().execute(context)
+                self.run_spark_job(
+                    context, "partial_job.py", spec_json, output.with_suffix(".spec.json"), "--report", str(report)
+                )
                 return
             except Exception:
                 corrupt = json.loads(report.read_text()).get("corrupt", []) if report.is_file() else []
@@ -213,7 +215,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
                 files = self._quarantine(index, files, corrupt)
                 self.log.warning("batch %d: quarantined %s; running again on the rest", index, names)
 
-    def _quarantine(self, index: int, files: dict[str, list[str]], corrupt: list[dict[str, str]]) -> dict[str, list[str]]:
+    def _quarantine(
+        self, index: int, files: dict[str, list[str]], corrupt: list[dict[str, str]]
+    ) -> dict[str, list[str]]:
         """Move each corrupt file aside and out of the batch; returns the batch's files left."""
         window_id = self.batch["window_id"]
         for entry in corrupt:
@@ -221,7 +225,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             uri = next((u for u in files.get(stream, []) if u.removeprefix("file://") == entry["file"]), entry["file"])
             moved = quarantine(self.declaration.streams[stream], uri)
             with session_scope() as session:
-                store.quarantine_file(session, window_id, index, stream, uri, note=f"{entry['error']}; moved to {moved}")
+                store.quarantine_file(
+                    session, window_id, index, stream, uri, note=f"{entry['error']}; moved to {moved}"
+                )
         with session_scope() as session:
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
         return batch.files or {}

@@ -105,7 +105,8 @@ class PlanWindowOperator(BaseOperator):
             self.log.warning("%s; running the earliest feasible plan", plan.reason)
         last = len(plan.batches) - 1
         batches = [
-            PlannedBatch(i, None if i == last else b.last, b.release, b.start, b.cost) for i, b in enumerate(plan.batches)
+            PlannedBatch(i, None if i == last else b.last, b.release, b.start, b.cost)
+            for i, b in enumerate(plan.batches)
         ]
         return f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows", batches
 

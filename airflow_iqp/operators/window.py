@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 from airflow_iqp.settings import spark_local_ip
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
+from airflow_iqp.streams.fetch import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -47,7 +48,8 @@ def spark_env() -> dict[str, str]:
 
 
 def spark_uri(uri: str) -> str:
-    """How Spark names a listed file: local files as paths, `s3://` as Hadoop's `s3a://`."""
+    """How Spark names a path or URI: local ones as paths, `s3://` as Hadoop's `s3a://` (static
+    inputs on object stores are read by Spark itself)."""
     parts = urlsplit(uri)
     if parts.scheme in ("", "file", "local"):
         return parts.path
@@ -63,17 +65,20 @@ def partial_spec(
     schema_files: Mapping[str, str | None],
 ) -> PartialSpec:
     """The partial job of one batch: its frozen file URIs per stream (none: an empty batch, read with
-    the declared schema or a schema file's), the static inputs, and where to commit.
+    the declared schema or a schema file's), the static inputs, and where to commit. Files on an
+    object store are copied next to `output` first (streams/fetch.py).
     """
+    cache = output.parent / "inputs"
     streams = {}
     for name, stream in declaration.streams.items():
         chosen = files.get(name, ())
+        sample = schema_files.get(name)
         streams[name] = StreamInput(
             format=str(stream.format),
             schema=stream.schema,
             options=dict(stream.options),
-            files=[spark_uri(uri) for uri in chosen],
-            schema_file=None if chosen or schema_files.get(name) is None else spark_uri(str(schema_files[name])),
+            files=[local_path(uri, stream.conn_id, cache) for uri in chosen],
+            schema_file=None if chosen or sample is None else local_path(sample, stream.conn_id, cache),
         )
     static = {
         name: StaticInput(path=None if s.path is None else spark_uri(s.path), table=s.table)

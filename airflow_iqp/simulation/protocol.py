@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import Policy
-from airflow_iqp.tpch.replay import arrival_offset
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.cost_model_file import load_cost_model
 from airflow_iqp.planning.min_batch import min_batch_size
 from airflow_iqp.simulation.engine import SimQuery, SimResult, simulate
+from airflow_iqp.tpch.replay import arrival_offset
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:

@@ -1,7 +1,10 @@
 """Replay a generated stream into a landing directory at the pace of a rate profile (Fig. 9).
 
 A file is copied under a dot-prefixed name and then renamed, so a reader that ignores dot-files
-never sees half a file. Orders and lineitem of one index land together.
+never sees half a file. Orders and lineitem of one index land together, under the same name, so
+a query that joins the two streams finds an order's lineitems in the same batch. The landing
+directory is plain files and nothing else: any `FileStream` can read it, as it would any
+producer's.
 """
 
 from __future__ import annotations
@@ -10,10 +13,8 @@ import math
 import os
 import shutil
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
 from airflow_iqp.tpch.manifest import MANIFEST_NAME, STREAM_DIR, load_manifest
 
 PROFILES = ("FR", "VR1", "VR2", "VR3", "VR4")
@@ -72,8 +73,7 @@ def replay(
     """Land files start_index.. of `source` on the profile's schedule; returns the files landed.
 
     The schedule restarts at `start_index`: that file lands at once and later ones keep the
-    profile's gaps, so a replay stopped at file i resumes with `start_index=i`. The landing
-    directory's stream descriptor records the wall-clock slot of every file for the planner.
+    profile's gaps, so a replay stopped at file i resumes with `start_index=i`.
     """
     if speedup <= 0:
         raise ValueError(f"--speedup must be positive, got {speedup}")
@@ -84,11 +84,6 @@ def replay(
         raise ValueError(f"--start-index {start_index} is outside 0..{manifest.files - 1}")
     offsets = [arrival_offset(profile, i, manifest.files, manifest.seconds_per_file) for i in range(manifest.files)]
     t0 = time.monotonic() - offsets[start_index] / speedup
-    epoch = datetime.now(UTC) - timedelta(seconds=offsets[start_index] / speedup)
-    write_descriptor(
-        Path(landing),
-        StreamDescriptor(epoch, manifest.seconds_per_file / speedup, manifest.files, Path(source), profile),
-    )
     for index in range(start_index, manifest.files):
         time.sleep(max(0.0, t0 + offsets[index] / speedup - time.monotonic()))
         for stream, entries in manifest.streams.items():

@@ -13,11 +13,11 @@ import pytest
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode
 from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
-from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
 from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
+from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -20,11 +20,11 @@ from sqlalchemy import select
 
 from airflow_iqp.constants import BatchReason, BatchStatus, Policy, RequestState, WindowStatus
 from airflow_iqp.data.descriptor import load_descriptor
-from airflow_iqp.tpch.generate import generate
 from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, window_row, windows_table
 from airflow_iqp.demo.verify import verify_window, window_paths
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
+from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
 
 if TYPE_CHECKING:

@@ -21,10 +21,10 @@ import pytest
 
 from airflow_iqp.constants import BatchStatus, WindowStatus
 from airflow_iqp.data.descriptor import load_descriptor
-from airflow_iqp.tpch.generate import generate
-from airflow_iqp.tpch.manifest import part_name
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
+from airflow_iqp.tpch.generate import generate
+from airflow_iqp.tpch.manifest import part_name
 from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
 
 if TYPE_CHECKING:

@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_iqp.tpch.generate import STATIC_TABLES
-from airflow_iqp.tpch.manifest import MANIFEST_NAME, part_name
 from airflow_iqp.spark import run_merge, run_partial
 from airflow_iqp.spark.jobs import common, merge_job, partial_job
 from airflow_iqp.spark.jobs.output import MARKER
+from airflow_iqp.tpch.generate import STATIC_TABLES
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, part_name
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -1,1 +1,0 @@
-"""The TPC-H input stream: generate it once, then replay it into a landing directory over time."""

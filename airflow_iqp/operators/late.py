@@ -1,0 +1,193 @@
+"""`late_files`: after a window's merge, the files that came for windows that had already merged.
+
+Each run lists its streams once more when its own merge is done. A unit of input (a file, or a
+file set of several streams) that belongs to a window whose merge has started, and that no
+batch froze, is late: it is recorded on that window in the ledger (once, however often it is
+seen) and the window reports it. With `on_late="remerge"`, the late units become one more batch
+of their window and the window is merged again, replacing its published result atomically (the
+ledger keeps the earlier result in its history). A unit of a window that never ran (skipped by
+`catchup=False`) is recorded with no window, so a backfill can pick it up. A listed file whose
+name was frozen before with other contents (size, time, ETag) is refused and recorded as
+rewritten: its first version is the one that counted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, FileStatus, JobKind, OnLate, WindowStatus
+from airflow_iqp.costs import observe
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
+from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
+from airflow_iqp.results.publish import publish
+from airflow_iqp.spark.jobs.output import read_marker
+from airflow_iqp.window_input import InputSpec, files_by_stream
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.streams.assign import InputUnit
+    from airflow_iqp.streams.files import DataFile
+
+LATE_SLOT = -2  # the late re-merge's slot in dispatcher requests
+PATH = ExecutionPath.SPARK_SUBMIT
+MERGE_STARTED = (WindowStatus.MERGED, WindowStatus.FAILED)
+
+
+class LateFilesOperator(DispatchedSparkSubmitOperator):
+    """Records late and rewritten files; re-merges windows with late files when declared to."""
+
+    def __init__(self, *, declaration: Declaration, work_dir: str, **kwargs: Any) -> None:
+        super().__init__(application=str(JOBS_DIR / "partial_job.py"), env_vars=spark_env(), **kwargs)
+        self.declaration = declaration
+        self.work_dir = work_dir
+
+    def execute(self, context: Context) -> Any:
+        """Find late and rewritten files; queue the re-merges, if any are due."""
+        decl = self.declaration
+        start, _ = run_window(context)
+        selection = InputSpec.of(decl.streams, start, decl.window).look()
+        listed = [*selection.earlier, *selection.units]
+        with session_scope() as session:
+            late = self.record(session, listed)
+        if not late:
+            raise AirflowSkipException("no late file for any merged window")
+        counts = ", ".join(f"{ws:%Y-%m-%d %H:%M:%S}: {len(units)} unit(s)" for ws, units in late.items())
+        self.log.warning("late files of merged windows (%s)", counts)
+        if decl.on_late is not OnLate.REMERGE:
+            raise AirflowSkipException(f"late files recorded on their windows ({counts}); on_late='record'")
+        return self.queue_for_resource(context, self.resource_request(context))
+
+    def record(self, session: Session, units: list[InputUnit]) -> dict[datetime, list[InputUnit]]:
+        """Record late and rewritten files; returns the late units of merged windows by window start."""
+        decl = self.declaration
+        files = [f for unit in units for f in unit.files]
+        frozen = store.frozen_identities(session, decl.dag_id, [f.uri for f in files])
+        rewritten = [f for f in files if f.uri in frozen and frozen[f.uri].identity != f.identity]
+        for file in rewritten:
+            store.record_file_event(
+                session,
+                decl.dag_id,
+                frozen[file.uri].window_id,
+                file,
+                FileStatus.REWRITTEN,
+                note="a file of this name was frozen before with other contents; the first version counted",
+            )
+        late: dict[datetime, list[InputUnit]] = defaultdict(list)
+        for unit in units:
+            if any(f.uri in frozen for f in unit.files):
+                continue
+            window_id = store.window_id(session, decl.dag_id, unit.window_start)
+            status = None if window_id is None else store.window_summary(session, window_id).status
+            if window_id is not None and status not in MERGE_STARTED:
+                continue  # its window is still running: it will take the unit
+            note = "came after its window's merge started" if window_id else "its window never ran: backfill it"
+            for file in unit.files:
+                store.record_file_event(session, decl.dag_id, window_id, file, FileStatus.LATE, note=note)
+            if window_id is not None and status == WindowStatus.MERGED:
+                late[unit.window_start].append(unit)
+        return dict(late)
+
+    def resource_request(self, context: Context) -> ResourceRequest:
+        """Ranked as part of this run: its window's deadline (the late windows' own have passed)."""
+        with session_scope() as session:
+            window = store.window_summary(session, self._window_id(session, context))
+        return ResourceRequest(
+            window_id=window.id,
+            query=self.declaration.dag_id,
+            kind=JobKind.MERGE,
+            slot=LATE_SLOT,
+            reason=BatchReason.LATE,
+            deadline=window.deadline,
+            remaining_cost=0.0,
+        )
+
+    def _window_id(self, session: Session, context: Context) -> int:
+        start, _ = run_window(context)
+        found = store.window_id(session, self.declaration.dag_id, start)
+        if found is None:
+            raise RuntimeError(f"{self.declaration.dag_id}: the window starting {start} is not in the ledger")
+        return found
+
+    def run_granted(self, context: Context) -> list[str]:
+        """For each merged window with late units: one more batch of them, then the merge again."""
+        decl = self.declaration
+        start, _ = run_window(context)
+        selection = InputSpec.of(decl.streams, start, decl.window).look()
+        with session_scope() as session:
+            late = self.record(session, [*selection.earlier, *selection.units])
+        published = []
+        for window_start, units in sorted(late.items()):
+            published.append(self.remerge(context, window_start, files_by_stream(units)))
+        return published
+
+    def remerge(self, context: Context, window_start: datetime, files: dict[str, list[DataFile]]) -> str:
+        """Process one window's late units and merge the window again; returns where its result went."""
+        decl = self.declaration
+        now = datetime.now(UTC)
+        with session_scope() as session:
+            window_id = store.window_id(session, decl.dag_id, window_start)
+            if window_id is None:
+                raise RuntimeError(f"{decl.dag_id}: window {window_start} vanished from the ledger")
+            index = store.add_dynamic_batch(
+                session, window_id, LATE_SLOT, BatchReason.LATE, files, first=0, last=0, predicted_cost=0.0, now=now
+            )
+            batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
+            store.start_batch(session, window_id, index)
+        directory = window_dir(Path(self.work_dir), decl.dag_id, window_start)
+        directory.mkdir(parents=True, exist_ok=True)
+        output = directory / f"batch-{index:04d}"
+        started = datetime.now(UTC)
+        try:
+            spec = partial_spec(decl, batch.files or {}, output, {})
+            self.run_spark_job(context, "partial_job.py", spec.to_json(), output.with_suffix(".spec.json"))
+        except BaseException:
+            with session_scope() as session:
+                store.fail_batch(session, window_id, index)
+            raise
+        ended = datetime.now(UTC)
+        rows = sum(read_marker(output)["input_rows"].values())
+        with session_scope() as session:
+            store.finish_batch(
+                session, window_id, index, started, ended, rows, (ended - started).total_seconds(), str(output)
+            )
+            observe(session, decl, PATH, JobKind.PARTIAL, rows, (ended - started).total_seconds())
+            summary = store.window_summary(session, window_id)
+        partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
+        committed = directory / f"result-{ended:%Y%m%dT%H%M%S}"
+        spec_json = merge_spec(decl, partials, committed).to_json()
+        self.run_spark_job(context, "merge_job.py", spec_json, committed.with_suffix(".spec.json"))
+        marker = read_marker(committed)
+        target = decl.output.render(
+            dag_id=decl.dag_id, query=decl.name, window_start=summary.window_start, window_end=summary.window_end
+        )
+        location = publish(
+            committed,
+            target,
+            {
+                "dag_id": decl.dag_id,
+                "query": decl.name,
+                "window_start": summary.window_start.isoformat(),
+                "window_end": summary.window_end.isoformat(),
+                "input_rows": marker["input_rows"],
+                "rows": marker["rows"],
+                "incomplete": summary.incomplete,
+                "remerged_for_late_files": True,
+                "committed_at": datetime.now(UTC).isoformat(),
+            },
+            conn_id=decl.output_conn_id,
+        )
+        with session_scope() as session:
+            store.record_result(session, window_id, location, sum(marker["input_rows"].values()), datetime.now(UTC))
+        self.log.info(
+            "window %s: %d late unit(s) merged in; result replaced at %s", window_start, len(partials), location
+        )
+        return location

@@ -1,0 +1,80 @@
+"""The provider as a user installs it: a wheel, not this checkout.
+
+Builds the wheel, installs it (not editable) into a fresh virtual environment with the versions
+uv.lock pins, and parses an example DAG there: the packaged TPC-H query and cost model must be
+found inside site-packages, never in the repository.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PARSE = """
+import json, runpy, sys
+namespace = runpy.run_path(sys.argv[1])
+dag = namespace["dag"]
+plan = dag.get_task("plan")
+import airflow_iqp
+print(json.dumps({
+    "dag_id": dag.dag_id,
+    "tasks": sorted(dag.task_ids),
+    "package": airflow_iqp.__file__,
+    "query": str(plan.declaration.query.path),
+    "cost_model": str(plan.declaration.cost_model),
+    "version": airflow_iqp.__version__,
+}))
+"""
+
+
+def _uv() -> str:
+    uv = os.environ.get("UV")
+    if not uv:
+        pytest.fail("run the tests through `uv run` (make test), which names uv in $UV")
+    return uv
+
+
+def _run(*args: str, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(args, capture_output=True, text=True, timeout=600, **kwargs)  # type: ignore[call-overload]
+    assert done.returncode == 0, f"{' '.join(args)} failed:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
+    uv = _uv()
+    _run(uv, "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(REPO))
+    wheels = list((tmp_path / "dist").glob("airflow_iqp-*.whl"))
+    assert len(wheels) == 1
+    pins = tmp_path / "pins.txt"
+    _run(uv, "export", "--frozen", "--no-hashes", "--no-emit-project", "--all-extras", "-o", str(pins), cwd=REPO)
+    venv = tmp_path / "venv"
+    _run(uv, "venv", "--python", sys.executable, str(venv))
+    python = venv / "bin" / "python"
+    _run(uv, "pip", "install", "--python", str(python), "--constraint", str(pins), str(wheels[0]))
+
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "iqp_q6.py").write_text((REPO / "dags" / "iqp_q6.py").read_text())
+    env = {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(tmp_path),
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "IQP_LANDING": str(tmp_path / "landing"),
+        "IQP_RESULTS": str(tmp_path / "results"),
+    }
+    parsed = json.loads(_run(str(python), "-c", PARSE, str(dags / "iqp_q6.py"), cwd=tmp_path, env=env).stdout.splitlines()[-1])
+
+    site = venv / "lib"
+    assert parsed["dag_id"] == "iqp_q6"
+    assert parsed["tasks"] == ["final_merge", "late_files", "partial_aggregate", "plan"]
+    for key in ("package", "query", "cost_model"):
+        assert Path(parsed[key]).is_relative_to(site), f"{key} came from {parsed[key]}, not the installed wheel"
+        assert not Path(parsed[key]).is_relative_to(REPO)
+    assert parsed["query"].endswith("airflow_iqp/examples/queries/q6.sql")
+    assert parsed["version"] == _run(str(python), "-c", "import importlib.metadata as m; print(m.version('airflow-iqp'))", env=env).stdout.strip()
