@@ -11,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind
 from airflow_iqp.exceptions import LedgerLookupError
-from airflow_iqp.learning import LearnedCost, Observation, WindowInput, fit_cost, learned_rate
+from airflow_iqp.learning import CostSource, LearnedCost, Observation, WindowInput, fit_cost, learned_rate
 from airflow_iqp.learning.cost import RECENT
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import CostModel, ModelSource
@@ -115,3 +115,7 @@ def test_window_inputs_count_processed_units_and_rows_of_merged_windows(ledger_d
     rate = learned_rate(inputs)
     assert rate is not None
     assert rate.files_per_second == pytest.approx(4 / 30)
+
+
+def test_every_source_the_learner_gives_may_be_stored() -> None:
+    assert {s.value for s in CostSource} | {"file"} == {s.value for s in ModelSource}
