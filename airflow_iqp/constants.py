@@ -38,6 +38,7 @@ class ExecutionPath(StrEnum):
 
     IN_PROCESS = "in_process"  # one shared session in this process
     SPARK_SUBMIT = "spark_submit"  # one application per job
+    SPARK_CONNECT = "spark_connect"  # a session on a Spark Connect server
 
 
 class WindowStatus(StrEnum):
@@ -58,6 +59,15 @@ class BatchStatus(StrEnum):
     DONE = "done"
     FAILED = "failed"
     SKIPPED = "skipped"
+
+
+class FileStatus(StrEnum):
+    """What the ledger records of one input file of a DAG's stream."""
+
+    FROZEN = "frozen"  # taken by a batch: counted once, never again
+    LATE = "late"  # came after its window's merge had started
+    REWRITTEN = "rewritten"  # a name frozen before came back with other contents: refused
+    QUARANTINED = "quarantined"  # unreadable: left out of its batch, the window's result incomplete
 
 
 class RequestState(StrEnum):

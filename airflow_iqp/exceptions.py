@@ -5,6 +5,8 @@ Importing this module imports nothing else of the project, so the pure core may 
 
 from __future__ import annotations
 
+SHOWN_URIS = 10  # an error message lists this many file names, then counts the rest
+
 
 class IqpError(Exception):
     """Base of every error airflow-iqp raises on purpose."""
@@ -41,3 +43,18 @@ class CorruptInput(IqpError):
     """An input file of a batch cannot be read; the message names it. Declaring
     `on_corrupt="quarantine"` moves such files aside instead of failing the batch.
     """
+
+class AlreadyFrozen(IqpError):
+    """Input files a batch wants to freeze were frozen by another batch of the same DAG: taking
+    them again would count them twice. `uris` names them.
+    """
+
+    def __init__(self, dag_id: str, uris: dict[str, str]) -> None:
+        shown = "; ".join(f"{uri} ({taken})" for uri, taken in list(uris.items())[:SHOWN_URIS])
+        more = f"; and {len(uris) - SHOWN_URIS} more" if len(uris) > SHOWN_URIS else ""
+        super().__init__(
+            f"{len(uris)} input file(s) of DAG {dag_id!r} are frozen by another batch already, "
+            f"so this batch must not take them: {shown}{more}"
+        )
+        self.dag_id = dag_id
+        self.uris = dict(uris)

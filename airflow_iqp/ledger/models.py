@@ -7,11 +7,13 @@ enum in `airflow_iqp.constants` by a CHECK constraint built from that enum.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     Dialect,
@@ -24,6 +26,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
     text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -32,6 +35,7 @@ from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
     BatchStatus,
     ExecutionPath,
+    FileStatus,
     JobKind,
     Mode,
     RequestState,
@@ -40,7 +44,8 @@ from airflow_iqp.constants import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
-    from enum import StrEnum
+
+DAG_ID_LENGTH = 250  # Airflow's own limit on a dag_id
 
 
 def utcnow() -> datetime:
@@ -95,14 +100,25 @@ class Base(DeclarativeBase):
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}
 
 
+class ModelSource(StrEnum):
+    """Where a stored cost model came from: `learning.CostSource`'s two, or a fitted model file."""
+
+    CALIBRATION = "calibration"
+    REFIT = "refit"
+    FILE = "file"
+
+
 class Query(Base):
-    """An intermittent query: its SQL, mode and declared parameters (window, deadline, ...)."""
+    """An intermittent query as one DAG runs it: the DAG is the unit (two DAGs may run the same
+    SQL, named alike, over different streams), with its SQL, mode and declared parameters.
+    """
 
     __tablename__ = "queries"
     __table_args__ = (_one_of("mode", Mode),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), unique=True)
+    dag_id: Mapped[str] = mapped_column(String(DAG_ID_LENGTH), unique=True)
+    name: Mapped[str] = mapped_column(String(200))  # the query's name (its file's stem)
     sql: Mapped[str] = mapped_column(Text)
     sql_path: Mapped[str | None] = mapped_column(Text)
     mode: Mapped[str] = mapped_column(String(50))
@@ -113,10 +129,16 @@ class Query(Base):
 
 
 class Window(Base):
-    """One window of a query: its plan, deadline and outcome."""
+    """One window of a query: its plan, deadline and outcome, the Airflow run that processes it,
+    and what its current result is and left out.
+    """
 
     __tablename__ = "windows"
-    __table_args__ = (UniqueConstraint("query_id", "window_start"), _one_of("status", WindowStatus))
+    __table_args__ = (
+        UniqueConstraint("query_id", "window_start"),
+        _one_of("status", WindowStatus),
+        Index("ix_windows_query_id_run_id", "query_id", "run_id"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), index=True)
@@ -130,7 +152,11 @@ class Window(Base):
     actual_finish: Mapped[datetime | None]
     status: Mapped[str] = mapped_column(String(20), default=WindowStatus.PLANNED.value)
     deadline_met: Mapped[bool | None]
-    result_location: Mapped[str | None] = mapped_column(Text)
+    result_location: Mapped[str | None] = mapped_column(Text)  # the merge's committed output
+    run_id: Mapped[str | None] = mapped_column(Text)  # the Airflow DAG run that planned it last
+    result_uri: Mapped[str | None] = mapped_column(Text)  # the current published result (see Result)
+    incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # a file quarantined
+    late_files: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
     query: Mapped[Query] = relationship(back_populates="windows")
     batches: Mapped[list[Batch]] = relationship(
@@ -149,7 +175,7 @@ class Batch(Base):
     batch_index: Mapped[int]
     first_tuple: Mapped[int] = mapped_column(BigInteger)
     last_tuple: Mapped[int] = mapped_column(BigInteger)
-    files: Mapped[dict[str, Any] | None]
+    files: Mapped[dict[str, Any] | None]  # stream -> uris; each file's identity is in stream_files
     release: Mapped[datetime]
     latest_start: Mapped[datetime]
     planned_start: Mapped[datetime]
@@ -171,7 +197,11 @@ class CostObservation(Base):
     """One measured job: how long a partial of `size` tuples (or a merge of `size` partials) took."""
 
     __tablename__ = "cost_observations"
-    __table_args__ = (_one_of("path", ExecutionPath), _one_of("kind", JobKind))
+    __table_args__ = (
+        _one_of("path", ExecutionPath),
+        _one_of("kind", JobKind),
+        Index("ix_cost_observations_recent", "query_id", "path", "kind", "observed_at"),
+    )
 
     id: Mapped[int] = mapped_column(primary_key=True)
     query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"), index=True)
@@ -180,6 +210,100 @@ class CostObservation(Base):
     size: Mapped[int] = mapped_column(BigInteger)  # tuples for a partial, partials for a merge
     seconds: Mapped[float] = mapped_column(Float)
     observed_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class CostModel(Base):
+    """A cost model fitted for a DAG on one execution path; the newest is the one to plan with.
+    `document` is `learning.LearnedCost.to_dict()` (or a model file's content, source "file").
+    """
+
+    __tablename__ = "cost_models"
+    __table_args__ = (
+        _one_of("path", ExecutionPath),
+        _one_of("source", ModelSource),
+        Index("ix_cost_models_latest", "query_id", "path", "fitted_at"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
+    path: Mapped[str] = mapped_column(String(20))
+    fitted_at: Mapped[datetime] = mapped_column(default=utcnow)
+    observations: Mapped[int] = mapped_column(Integer)
+    source: Mapped[str] = mapped_column(String(20))
+    document: Mapped[dict[str, Any]]
+
+
+_frozen = f"status = '{FileStatus.FROZEN.value}'"
+
+
+class StreamFile(Base):
+    """One input file of a DAG's stream as the ledger knows it: frozen by a batch (the one
+    record that counts it), or an event about it (late, rewritten, quarantined).
+
+    At most one frozen record per DAG, stream and uri, enforced by the database: the
+    exactly-once guarantee. An event is recorded once per file version (size and modification
+    time) however often listings see it. A frozen record goes with its batch (ON DELETE
+    CASCADE): a freeze is the batch's claim on the file, and a claim that outlived its batch
+    would keep the file from every other batch while nothing counted it.
+    """
+
+    __tablename__ = "stream_files"
+    __table_args__ = (
+        _one_of("status", FileStatus),
+        Index(
+            "uq_stream_files_frozen",
+            "query_id",
+            "uri",
+            "stream",
+            unique=True,
+            sqlite_where=text(_frozen),
+            postgresql_where=text(_frozen),
+        ),
+        Index(
+            "uq_stream_files_event",
+            "query_id",
+            "stream",
+            "uri",
+            "status",
+            "size",
+            "modified",
+            unique=True,
+            sqlite_where=text(f"NOT ({_frozen})"),
+            postgresql_where=text(f"NOT ({_frozen})"),
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    query_id: Mapped[int] = mapped_column(ForeignKey("queries.id"))
+    window_id: Mapped[int | None] = mapped_column(ForeignKey("windows.id", ondelete="CASCADE"), index=True)
+    batch_id: Mapped[int | None] = mapped_column(ForeignKey("batches.id", ondelete="CASCADE"), index=True)
+    stream: Mapped[str] = mapped_column(String(200))
+    uri: Mapped[str] = mapped_column(Text)
+    size: Mapped[int] = mapped_column(BigInteger)
+    modified: Mapped[datetime]
+    etag: Mapped[str | None] = mapped_column(Text)
+    rows: Mapped[int | None] = mapped_column(BigInteger)
+    status: Mapped[str] = mapped_column(String(20))
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
+    note: Mapped[str | None] = mapped_column(Text)
+
+
+class Result(Base):
+    """One published result of a window. A re-merge (late files) or a backfill publishes a new
+    one that replaces the window's current `result_uri`; the earlier ones stay here as history.
+    """
+
+    __tablename__ = "results"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    window_id: Mapped[int] = mapped_column(ForeignKey("windows.id", ondelete="CASCADE"), index=True)
+    uri: Mapped[str] = mapped_column(Text)
+    rows: Mapped[int] = mapped_column(BigInteger)  # input rows behind the result
+    finished_at: Mapped[datetime]
+    deadline_met: Mapped[bool]
+    incomplete: Mapped[bool]
+    late_files: Mapped[int]
+    recorded_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class Resource(Base):
@@ -219,7 +343,7 @@ class DispatchRequest(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     window_id: Mapped[int] = mapped_column(ForeignKey("windows.id", ondelete="CASCADE"))
-    query: Mapped[str] = mapped_column(String(200))
+    query: Mapped[str] = mapped_column(String(DAG_ID_LENGTH))  # the DAG's id
     kind: Mapped[str] = mapped_column(String(20))
     slot: Mapped[int]  # the map index of the task that asks (-1: the merge)
     reason: Mapped[str] = mapped_column(String(40))

@@ -1,5 +1,9 @@
-"""The few ledger operations the Airflow tasks need. Each takes the caller's session, so a task
-groups its writes in one `session_scope()` transaction.
+"""The ledger operations the Airflow tasks need, by DAG (`dag_id`) and window. Each takes the
+caller's session, so a task groups its writes in one `session_scope()` transaction.
+
+Queries, windows, batches and results live here; input files (`ledger.files`) and what the
+learner reads (`ledger.history`) have modules of their own, and this one is the namespace
+callers use for all of them.
 """
 
 from __future__ import annotations
@@ -10,9 +14,26 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode, WindowStatus
-from airflow_iqp.exceptions import LedgerLookupError
-from airflow_iqp.ledger.models import Batch, CostObservation, Query, Window, utcnow
+from airflow_iqp.constants import BatchReason, BatchStatus, Mode, WindowStatus
+from airflow_iqp.ledger import lookup
+from airflow_iqp.ledger.files import (
+    FrozenFile,
+    ListedFile,
+    freeze,
+    freeze_files,
+    frozen_files,
+    frozen_identities,
+    quarantine_file,
+    record_file_event,
+)
+from airflow_iqp.ledger.history import (
+    cost_observations,
+    latest_cost_model,
+    record_cost_observation,
+    save_cost_model,
+    window_inputs,
+)
+from airflow_iqp.ledger.models import Batch, Query, Result, Window, utcnow
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -20,32 +41,69 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
+__all__ = [
+    "BatchSummary",
+    "FrozenFile",
+    "ListedFile",
+    "WindowSummary",
+    "add_dynamic_batch",
+    "cost_observations",
+    "fail_batch",
+    "finish_batch",
+    "freeze_files",
+    "frozen_files",
+    "frozen_identities",
+    "latest_cost_model",
+    "quarantine_file",
+    "record_cost_observation",
+    "record_file_event",
+    "record_merge",
+    "record_plan",
+    "record_result",
+    "register_query",
+    "save_cost_model",
+    "skip_batch",
+    "slot_batch",
+    "start_batch",
+    "window_id",
+    "window_inputs",
+    "window_summary",
+]
+
 NOT_STARTED = (BatchStatus.PLANNED, BatchStatus.WAITING)
 CLOSED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 def register_query(
-    session: Session, name: str, sql: str, mode: Mode, params: Mapping[str, Any], sql_path: str | None = None
+    session: Session,
+    *,
+    dag_id: str,
+    name: str,
+    sql: str,
+    mode: Mode,
+    params: Mapping[str, Any],
+    sql_path: str | None = None,
 ) -> int:
-    """Insert the query, or bring a registered one up to date with its current definition.
-    Several tasks may register the same query at once: the loser of the insert updates instead.
+    """Insert the DAG's query, or bring a registered one up to date with its current definition.
+    Several tasks may register the same DAG at once: the loser of the insert updates instead.
     """
-    query = session.scalar(select(Query).where(Query.name == name))
+    query = session.scalar(select(Query).where(Query.dag_id == dag_id))
     if query is None:
         try:
             with session.begin_nested():
-                query = Query(name=name, sql=sql, sql_path=sql_path, mode=mode, params=dict(params))
+                query = Query(dag_id=dag_id, name=name, sql=sql, sql_path=sql_path, mode=mode, params=dict(params))
                 session.add(query)
         except IntegrityError:
-            query = session.scalars(select(Query).where(Query.name == name)).one()
-    query.sql, query.sql_path, query.mode, query.params = sql, sql_path, mode, dict(params)
+            query = session.scalars(select(Query).where(Query.dag_id == dag_id)).one()
+    query.name, query.sql, query.sql_path, query.mode = name, sql, sql_path, mode
+    query.params = dict(params)
     session.flush()
     return query.id
 
 
 def record_plan(
     session: Session,
-    query: str,
+    dag_id: str,
     window_start: datetime,
     window_end: datetime,
     deadline: datetime,
@@ -53,15 +111,17 @@ def record_plan(
     plan: Mapping[str, Any],
     batches: Sequence[Mapping[str, Any]],
     predicted_finish: datetime | None = None,
+    run_id: str | None = None,
 ) -> int:
     """Store a window's plan and return the window id. Re-planning the same window replaces the
     batches that have not started; started ones (or ones with frozen files) stay as they are, and
-    a new batch with the index of a kept one is dropped.
+    a new batch with the index of a kept one is dropped. `run_id` is the Airflow DAG run that
+    plans it (the last one to plan it, where several did; None keeps the one recorded).
 
     Each batch is a mapping with index, first_tuple, last_tuple, release, latest_start,
     planned_start and predicted_cost.
     """
-    query_id = _query_id(session, query)
+    query_id = lookup.query_id(session, dag_id)
     window = session.scalar(
         select(Window).where(Window.query_id == query_id, Window.window_start == window_start).with_for_update()
     )
@@ -69,9 +129,11 @@ def record_plan(
         window = Window(query_id=query_id, window_start=window_start)
         session.add(window)
     elif window.status in CLOSED:
-        raise ValueError(f"window {window.id} of {query} is already {window.status}; it cannot be re-planned")
+        raise ValueError(f"window {window.id} of {dag_id} is already {window.status}; it cannot be re-planned")
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
     window.plan, window.predicted_finish = dict(plan), predicted_finish
+    if run_id is not None:
+        window.run_id = run_id
 
     kept = {b.batch_index for b in window.batches if b.status not in NOT_STARTED or b.files is not None}
     window.batches = [b for b in window.batches if b.batch_index in kept]
@@ -98,33 +160,33 @@ def add_dynamic_batch(
     window_id: int,
     slot: int,
     reason: BatchReason | None,
-    files: Mapping[str, Sequence[str]],
+    files: Mapping[str, Sequence[ListedFile]],
     first: int,
     last: int,
     predicted_cost: float,
     now: datetime,
 ) -> int:
     """Cut a dynamic-mode batch: the slot that holds the window's lease freezes the files it
-    takes; returns the batch index (the window's batches in the order they were cut). `reason`
-    is why the batch fired, None where that is not known.
+    takes (stream -> files, as `freeze_files`; `AlreadyFrozen` if another batch has any);
+    returns the batch index (the window's batches in the order they were cut). `reason` is why
+    the batch fired, None where that is not known.
     """
-    window = _window(session, window_id)
+    window = lookup.window(session, window_id)
     index = len(window.batches)
-    window.batches.append(
-        Batch(
-            batch_index=index,
-            first_tuple=first,
-            last_tuple=last,
-            release=now,
-            latest_start=now,
-            planned_start=now,
-            predicted_cost=predicted_cost,
-            slot=slot,
-            reason=reason,
-            files={stream: list(names) for stream, names in files.items()},
-        )
+    batch = Batch(
+        batch_index=index,
+        first_tuple=first,
+        last_tuple=last,
+        release=now,
+        latest_start=now,
+        planned_start=now,
+        predicted_cost=predicted_cost,
+        slot=slot,
+        reason=reason,
     )
+    window.batches.append(batch)
     session.flush()
+    freeze(session, batch, files)
     return index
 
 
@@ -137,30 +199,9 @@ def slot_batch(session: Session, window_id: int, slot: int) -> int | None:
     )
 
 
-def frozen_files(session: Session, window_id: int) -> set[str]:
-    """Every input file some batch of the window has taken."""
-    taken: set[str] = set()
-    for files in session.scalars(select(Batch.files).where(Batch.window_id == window_id, Batch.files.is_not(None))):
-        taken.update(name for names in files.values() for name in names)
-    return taken
-
-
-def freeze_batch_files(
-    session: Session, window_id: int, index: int, files: Mapping[str, Sequence[str]]
-) -> dict[str, list[str]]:
-    """Fix the exact input files of a batch once: a retry gets the first list back, not the
-    directory's contents at retry time.
-    """
-    batch = _batch(session, window_id, index)
-    if batch.files is None:
-        batch.files = {stream: list(names) for stream, names in files.items()}
-        session.flush()
-    return {stream: list(names) for stream, names in batch.files.items()}
-
-
 def start_batch(session: Session, window_id: int, index: int, started_at: datetime | None = None) -> int:
     """Mark the batch (and its window) running; returns the attempt number, counting this one."""
-    batch = _batch(session, window_id, index)
+    batch = lookup.batch(session, window_id, index)
     batch.status, batch.actual_start, batch.attempts = BatchStatus.RUNNING, started_at or utcnow(), batch.attempts + 1
     if batch.window.status == WindowStatus.PLANNED:
         batch.window.status = WindowStatus.RUNNING
@@ -179,7 +220,7 @@ def finish_batch(
     output_location: str,
 ) -> None:
     """The batch's job succeeded: what it read, when it ran, what it cost and where it wrote."""
-    batch = _batch(session, window_id, index)
+    batch = lookup.batch(session, window_id, index)
     batch.status, batch.actual_start, batch.actual_end = BatchStatus.DONE, actual_start, actual_end
     batch.actual_tuples, batch.actual_cost, batch.output_location = actual_tuples, actual_cost, output_location
     session.flush()
@@ -187,14 +228,14 @@ def finish_batch(
 
 def fail_batch(session: Session, window_id: int, index: int, failed_at: datetime | None = None) -> None:
     """The batch's job failed; its frozen files stay, for the retry to run again."""
-    batch = _batch(session, window_id, index)
+    batch = lookup.batch(session, window_id, index)
     batch.status, batch.actual_end = BatchStatus.FAILED, failed_at or utcnow()
     session.flush()
 
 
 def skip_batch(session: Session, window_id: int, index: int) -> None:
     """A planned batch that no file of the window fell into (fewer files came than expected)."""
-    _batch(session, window_id, index).status = BatchStatus.SKIPPED
+    lookup.batch(session, window_id, index).status = BatchStatus.SKIPPED
     session.flush()
 
 
@@ -209,7 +250,7 @@ def record_merge(
     """Close the window; returns whether it met its deadline (a failed merge never does)."""
     if status not in CLOSED:
         raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
-    window = _window(session, window_id)
+    window = lookup.window(session, window_id)
     window.status, window.actual_finish = status, actual_finish
     window.actual_tuples, window.result_location = actual_tuples, result_location
     window.deadline_met = status == WindowStatus.MERGED and actual_finish <= window.deadline
@@ -217,27 +258,32 @@ def record_merge(
     return window.deadline_met
 
 
-def record_cost_observation(
-    session: Session,
-    query: str,
-    path: ExecutionPath,
-    kind: JobKind,
-    size: int,
-    seconds: float,
-    observed_at: datetime | None = None,
-) -> int:
-    """One measured run: `size` is tuples for a partial, partials for a merge."""
-    obs = CostObservation(
-        query_id=_query_id(session, query),
-        path=path,
-        kind=kind,
-        size=size,
-        seconds=seconds,
-        observed_at=observed_at or utcnow(),
+def record_result(session: Session, window_id: int, uri: str, rows: int, finished_at: datetime) -> None:
+    """A merged window's result was published at `uri`: it becomes the window's current result
+    (`result_uri`, and `actual_tuples` = its input rows), and joins the window's result history
+    with whether it came by the deadline, and whether it was incomplete and how many late files
+    were known then. A re-merge (late files) or a backfill calls this again; earlier results
+    stay in the history.
+
+    The history is a table (`results`), not a JSON list on the window: two writers cannot lose
+    each other's entry in a read-modify-write, and readers can query it.
+    """
+    window = lookup.window(session, window_id)
+    if window.status != WindowStatus.MERGED:
+        raise ValueError(f"window {window_id} is {window.status}: only a merged window has a result to publish")
+    session.add(
+        Result(
+            window_id=window_id,
+            uri=uri,
+            rows=rows,
+            finished_at=finished_at,
+            deadline_met=finished_at <= window.deadline,
+            incomplete=window.incomplete,
+            late_files=window.late_files,
+        )
     )
-    session.add(obs)
+    window.result_uri, window.actual_tuples = uri, rows
     session.flush()
-    return obs.id
 
 
 @dataclass(frozen=True)
@@ -266,7 +312,9 @@ class WindowSummary:
     """A window and its batches as the ledger holds them, detached from the session."""
 
     id: int
-    query: str
+    dag_id: str
+    query: str  # the query's name
+    run_id: str | None
     window_start: datetime
     window_end: datetime
     deadline: datetime
@@ -277,16 +325,21 @@ class WindowSummary:
     status: WindowStatus
     deadline_met: bool | None
     result_location: str | None
+    result_uri: str | None
+    incomplete: bool
+    late_files: int
     plan: dict[str, Any]
     batches: tuple[BatchSummary, ...]
 
 
 def window_summary(session: Session, window_id: int) -> WindowSummary:
     """A detached snapshot of a window and its batches, safe to use after the session closes."""
-    w = _window(session, window_id)
+    w = lookup.window(session, window_id)
     return WindowSummary(
         id=w.id,
+        dag_id=w.query.dag_id,
         query=w.query.name,
+        run_id=w.run_id,
         window_start=w.window_start,
         window_end=w.window_end,
         deadline=w.deadline,
@@ -297,6 +350,9 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
         status=WindowStatus(w.status),
         deadline_met=w.deadline_met,
         result_location=w.result_location,
+        result_uri=w.result_uri,
+        incomplete=w.incomplete,
+        late_files=w.late_files,
         plan=dict(w.plan),
         batches=tuple(
             BatchSummary(
@@ -321,29 +377,8 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
     )
 
 
-def window_id(session: Session, query: str, window_start: datetime) -> int | None:
-    """The id of the query's window that starts at `window_start`, if it was planned."""
-    return session.scalar(select(Window.id).join(Query).where(Query.name == query, Window.window_start == window_start))
-
-
-def _query_id(session: Session, name: str) -> int:
-    found = session.scalar(select(Query.id).where(Query.name == name))
-    if found is None:
-        raise LedgerLookupError("registered query", name)
-    return found
-
-
-def _window(session: Session, window_id: int) -> Window:
-    window = session.get(Window, window_id)
-    if window is None:
-        raise LedgerLookupError("window", window_id)
-    return window
-
-
-def _batch(session: Session, window_id: int, index: int) -> Batch:
-    batch = session.scalar(
-        select(Batch).where(Batch.window_id == window_id, Batch.batch_index == index).with_for_update()
+def window_id(session: Session, dag_id: str, window_start: datetime) -> int | None:
+    """The id of the DAG's window that starts at `window_start`, if it was planned."""
+    return session.scalar(
+        select(Window.id).join(Query).where(Query.dag_id == dag_id, Window.window_start == window_start)
     )
-    if batch is None:
-        raise LedgerLookupError(f"window {window_id} batch", index)
-    return batch

@@ -52,6 +52,6 @@ def test_sessions_reach_the_ledger_on_sqlite(ledger_file: str) -> None:
     hook = LedgerHook()
     assert hook.get_conn() is engine(ledger_file)
     with hook.session_scope() as session:
-        store.register_query(session, "q1", "SELECT 1", Mode.STATIC, {})
+        store.register_query(session, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
     with hook.session_scope() as session:
         assert session.scalar(select(func.count()).select_from(Query)) == 1

@@ -32,7 +32,7 @@ def _s(seconds: float) -> datetime:
 
 
 def _window(session: Session, query: str, start: datetime = T0) -> int:
-    store.register_query(session, query, "SELECT 1", Mode.DYNAMIC, {})
+    store.register_query(session, dag_id=query, name=query, sql="SELECT 1", mode=Mode.DYNAMIC, params={})
     return store.record_plan(
         session, query, start, start + timedelta(seconds=10), start + timedelta(seconds=60), 10, {"method": "test"}, []
     )

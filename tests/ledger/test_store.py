@@ -9,57 +9,31 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from alembic import command
 from alembic.autogenerate import compare_metadata
-from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
-from sqlalchemy import func, inspect, select, text
+from sqlalchemy import func, inspect, select
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from airflow_iqp.cli import main
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, WindowStatus
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
-from airflow_iqp.ledger.engine import MIGRATIONS
-from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Window
+from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Result, Window
+from tests.ledger.helpers import T0, data_file, planned_window
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
-HEAD = "0003"
-FILES = {"orders": ["orders/0000.parquet", "orders/0001.parquet"], "lineitem": ["lineitem/0000.parquet"]}
-
-
-def _batches(ranges: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": i,
-            "first_tuple": first,
-            "last_tuple": last,
-            "release": T0 + timedelta(seconds=last),
-            "latest_start": T0 + timedelta(seconds=last + 5),
-            "planned_start": T0 + timedelta(seconds=last),
-            "predicted_cost": 0.5 * (last - first + 1),
-        }
-        for i, (first, last) in enumerate(ranges)
-    ]
+HEAD = "0004"
+FILES = {
+    "orders": [data_file("0000.parquet", "orders"), data_file("0001.parquet", "orders")],
+    "lineitem": [data_file("0000.parquet", "lineitem")],
+}
+URIS = {stream: [f.uri for f in files] for stream, files in FILES.items()}
 
 
 def _planned_window(url: str, ranges: tuple[tuple[int, int], ...] = ((1, 6), (7, 10))) -> int:
-    with session_scope(url) as s:
-        store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {"region": "ASIA"})
-        return store.record_plan(
-            s,
-            "q1",
-            T0,
-            T0 + timedelta(seconds=10),
-            T0 + timedelta(seconds=12),
-            10,
-            {"method": "greedy"},
-            _batches(ranges),
-            predicted_finish=T0 + timedelta(seconds=12),
-        )
+    return planned_window(url, "iqp_q1", ranges=ranges)
 
 
 def test_migration_creates_all_tables_and_matches_the_models(
@@ -76,6 +50,9 @@ def test_migration_creates_all_tables_and_matches_the_models(
         "cost_observations",
         "resources",
         "dispatch_requests",
+        "stream_files",
+        "results",
+        "cost_models",
     }
     with engine(ledger_db).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
@@ -115,14 +92,15 @@ def test_replanning_a_window_replaces_only_unstarted_batches(ledger_db: str) -> 
 def test_frozen_files_survive_a_retry_and_a_replan(ledger_db: str) -> None:
     window_id = _planned_window(ledger_db)
     with session_scope(ledger_db) as s:
-        assert store.freeze_batch_files(s, window_id, 1, FILES) == FILES
-    later = {**FILES, "orders": [*FILES["orders"], "orders/0002.parquet"]}
+        assert store.freeze_files(s, window_id, 1, FILES) == URIS
+    later = {**FILES, "orders": [*FILES["orders"], data_file("0002.parquet", "orders")]}
     with session_scope(ledger_db) as s:
-        assert store.freeze_batch_files(s, window_id, 1, later) == FILES
+        assert store.freeze_files(s, window_id, 1, later) == URIS
     _planned_window(ledger_db, ((1, 5), (6, 10)))
     with session_scope(ledger_db) as s:
         batch = store.window_summary(s, window_id).batches[1]
-        assert (batch.first_tuple, batch.files) == (7, FILES)
+        assert (batch.first_tuple, batch.files) == (7, URIS)
+        assert store.frozen_files(s, window_id) == {u for uris in URIS.values() for u in uris}
 
 
 def test_attempts_count_starts_and_the_merge_judges_the_deadline(ledger_db: str) -> None:
@@ -172,7 +150,7 @@ def test_late_or_failed_merges_miss_the_deadline_and_naive_times_are_refused(led
     with session_scope(ledger_db) as s:
         assert store.record_merge(s, window_id, T0 + timedelta(seconds=13), 10, "/out") is False
     with pytest.raises(ValueError, match="already merged"), session_scope(ledger_db) as s:
-        store.record_plan(s, "q1", T0, T0, T0, 1, {}, [])
+        store.record_plan(s, "iqp_q1", T0, T0, T0, 1, {}, [])
     with pytest.raises(StatementError, match="naive datetime"), session_scope(ledger_db) as s:
         store.start_batch(s, window_id, 0, started_at=datetime(2026, 1, 1, 12, 0))
     with session_scope(ledger_db) as s:
@@ -182,11 +160,11 @@ def test_late_or_failed_merges_miss_the_deadline_and_naive_times_are_refused(led
 def _write_observations(url: str, worker: int, results: Any) -> None:
     try:
         with session_scope(url) as s:
-            store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {})
+            store.register_query(s, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
         for i in range(15):
             with session_scope(url) as s:
                 store.record_cost_observation(
-                    s, "q1", ExecutionPath.IN_PROCESS, JobKind.PARTIAL, 100 * worker + i, 0.01 * i
+                    s, "iqp_q1", ExecutionPath.IN_PROCESS, JobKind.PARTIAL, 100 * worker + i, 0.01 * i
                 )
         results.put(None)
     except Exception:  # the parent shows it
@@ -211,7 +189,7 @@ def test_concurrent_writers_migrate_once_and_never_see_a_locked_database(ledger_
 def test_missing_rows_are_lookup_errors_that_name_the_row(ledger_db: str) -> None:
     window_id = _planned_window(ledger_db)
     with (
-        pytest.raises(LedgerLookupError, match="no registered query 'nope' in the ledger"),
+        pytest.raises(LedgerLookupError, match="no query of DAG 'nope' in the ledger"),
         session_scope(ledger_db) as s,
     ):
         store.record_cost_observation(s, "nope", ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 3, 1.0)
@@ -228,43 +206,12 @@ def test_missing_rows_are_lookup_errors_that_name_the_row(ledger_db: str) -> Non
 def test_the_database_refuses_a_mode_outside_the_enum(ledger_db: str) -> None:
     migrate(ledger_db)
     with pytest.raises(IntegrityError, match="ck_queries_mode"), session_scope(ledger_db) as s:
-        s.add(Query(name="q1", sql="SELECT 1", mode="partial_merge", params={}))
+        s.add(Query(dag_id="iqp_q1", name="q1", sql="SELECT 1", mode="partial_merge", params={}))
     for mode in Mode:
         with session_scope(ledger_db) as s:
-            store.register_query(s, f"q_{mode}", "SELECT 1", mode, {})
+            store.register_query(s, dag_id=f"iqp_{mode}", name="q1", sql="SELECT 1", mode=mode, params={})
     with session_scope(ledger_db) as s:
         assert sorted(s.scalars(select(Query.mode))) == sorted(m.value for m in Mode)
-
-
-def test_the_mode_check_migrates_a_ledger_that_holds_rows(ledger_db: str) -> None:
-    """0003 rebuilds `queries` on SQLite, which windows and cost observations reference."""
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
-    config.set_main_option("sqlalchemy.url", ledger_db.replace("%", "%%"))
-    command.upgrade(config, "0002")
-    with engine(ledger_db).begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO queries (name, sql, mode, params, created_at) "
-                "VALUES ('q1', 'SELECT 1', 'static', '{}', :at)"
-            ),
-            {"at": "2026-01-01 12:00:00.000000"},
-        )
-        conn.execute(
-            text(
-                "INSERT INTO windows (query_id, window_start, window_end, deadline, expected_tuples, plan, status) "
-                "SELECT id, :at, :at, :at, 10, '{}', 'planned' FROM queries"
-            ),
-            {"at": "2026-01-01 12:00:00.000000"},
-        )
-    assert migrate(ledger_db) == HEAD
-    with session_scope(ledger_db) as s:
-        assert [w.query.name for w in s.scalars(select(Window))] == ["q1"]
-        with pytest.raises(IntegrityError), s.begin_nested():  # the foreign keys still hold
-            s.add(Window(query_id=9, window_start=T0, window_end=T0, deadline=T0, expected_tuples=1, plan={}))
-    command.downgrade(config, "0002")
-    with session_scope(ledger_db) as s:  # no check: the old schema took any mode
-        s.add(Query(name="q2", sql="SELECT 1", mode="partial_merge", params={}))
 
 
 def test_url_from_env_converts_airflow_postgres_uris(ledger_db: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -272,7 +219,7 @@ def test_url_from_env_converts_airflow_postgres_uris(ledger_db: str, monkeypatch
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", airflow_uri)
     assert ledger_url() == ledger_db
     with session_scope() as s:
-        store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {})
+        store.register_query(s, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
     assert migrate(ledger_db) == HEAD
 
 
@@ -308,10 +255,81 @@ def test_read_only_sessions_do_not_queue_behind_the_sqlite_writer(tmp_path: Path
 
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with session_scope(url) as writer:
-        store.register_query(writer, "q1", "SELECT 1", Mode.STATIC, {})
+        store.register_query(writer, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
         waited = time.monotonic()
         with session_scope(url, read_only=True) as reader:  # the writer's BEGIN IMMEDIATE holds the lock
             assert reader.scalar(select(Query.name)) is None  # a snapshot before the writer commits
         assert time.monotonic() - waited < 5
     with session_scope(url, read_only=True) as reader:
         assert reader.scalar(select(Query.name)) == "q1"
+
+
+def test_the_dag_is_the_unit_two_dags_may_run_queries_of_one_name(ledger_db: str) -> None:
+    first = planned_window(ledger_db, "iqp_sales_eu")
+    second = planned_window(ledger_db, "iqp_sales_us")
+    assert first != second
+    with session_scope(ledger_db) as s:
+        assert store.window_id(s, "iqp_sales_eu", T0) == first
+        assert store.window_id(s, "iqp_sales_us", T0) == second
+        assert store.window_id(s, "sales", T0) is None  # a query's name finds nothing: the DAG does
+        eu = store.window_summary(s, first)
+        assert (eu.dag_id, eu.query) == ("iqp_sales_eu", "sales")
+        store.register_query(
+            s, dag_id="iqp_sales_eu", name="sales_v2", sql="SELECT 2", mode=Mode.DYNAMIC, params={"x": 1}
+        )
+    with session_scope(ledger_db) as s:
+        rows = s.execute(select(Query.dag_id, Query.name, Query.sql, Query.mode).order_by(Query.dag_id)).all()
+    assert [tuple(r) for r in rows] == [
+        ("iqp_sales_eu", "sales_v2", "SELECT 2", "dynamic"),
+        ("iqp_sales_us", "sales", "SELECT 1", "static"),
+    ]
+    with pytest.raises(TypeError), session_scope(ledger_db) as s:  # the old positional call cannot misbind
+        store.register_query(s, "q1", "SELECT 1", Mode.STATIC, {})  # type: ignore[call-arg, arg-type]
+
+
+def test_a_window_remembers_the_run_that_planned_it_last(ledger_db: str) -> None:
+    window_id = planned_window(ledger_db, run_id="scheduled__2026-01-01T12:00:00+00:00")
+    with session_scope(ledger_db) as s:
+        assert store.window_summary(s, window_id).run_id == "scheduled__2026-01-01T12:00:00+00:00"
+    planned_window(ledger_db)  # no run id given: the recorded one stays
+    planned_window(ledger_db, run_id="manual__2026-01-02")
+    with session_scope(ledger_db) as s:
+        summary = store.window_summary(s, window_id)
+        assert (summary.run_id, summary.incomplete, summary.late_files, summary.result_uri) == (
+            "manual__2026-01-02",
+            False,
+            0,
+            None,
+        )
+
+
+def test_results_replace_the_current_one_and_keep_the_history(ledger_db: str) -> None:
+    window_id = planned_window(ledger_db)
+    deadline = T0 + timedelta(seconds=12)
+    with session_scope(ledger_db) as s:
+        with pytest.raises(ValueError, match="is planned: only a merged window has a result"):
+            store.record_result(s, window_id, "s3://out/w/1", 10, deadline)
+        store.record_merge(s, window_id, deadline, 10, "/work/w/result")
+        store.record_result(s, window_id, "s3://out/w/1", 10, deadline)
+    with session_scope(ledger_db) as s:
+        window = s.get(Window, window_id)
+        assert window is not None
+        window.late_files = 2  # what record_file_event counts; see test_files
+        store.record_result(s, window_id, "s3://out/w/2", 13, deadline + timedelta(minutes=5))
+    with session_scope(ledger_db) as s:
+        summary = store.window_summary(s, window_id)
+        history = s.execute(
+            select(Result.uri, Result.rows, Result.finished_at, Result.deadline_met, Result.late_files)
+            .where(Result.window_id == window_id)
+            .order_by(Result.id)
+        ).all()
+    assert (summary.result_uri, summary.actual_tuples, summary.result_location) == (
+        "s3://out/w/2",
+        13,
+        "/work/w/result",
+    )
+    assert (summary.actual_finish, summary.deadline_met) == (deadline, True)  # the first merge answered the deadline
+    assert [tuple(r) for r in history] == [
+        ("s3://out/w/1", 10, deadline, True, 0),
+        ("s3://out/w/2", 13, deadline + timedelta(minutes=5), False, 2),
+    ]
