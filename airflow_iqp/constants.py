@@ -41,6 +41,14 @@ class ExecutionPath(StrEnum):
     SPARK_CONNECT = "spark_connect"  # a session on a Spark Connect server
 
 
+class CostSource(StrEnum):
+    """Where a cost model came from."""
+
+    CALIBRATION = "calibration"  # the first window's timings: too few for residuals to mean much
+    REFIT = "refit"  # refit on the DAG's own observations
+    FILE = "file"  # fitted by `iqp fit-cost-model`
+
+
 class WindowStatus(StrEnum):
     """A window's life in the ledger."""
 

@@ -44,6 +44,7 @@ class CorruptInput(IqpError):
     `on_corrupt="quarantine"` moves such files aside instead of failing the batch.
     """
 
+
 class AlreadyFrozen(IqpError):
     """Input files a batch wants to freeze were frozen by another batch of the same DAG: taking
     them again would count them twice. `uris` names them.

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.atomic import write_json
-from airflow_iqp.data.descriptor import StreamDescriptor, load_descriptor, write_descriptor
 from airflow_iqp.tpch.manifest import Manifest, StreamFile, load_manifest, write_manifest
 
 if TYPE_CHECKING:
@@ -34,12 +32,7 @@ def test_a_failed_write_keeps_the_old_file_whole(tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["doc.json"]
 
 
-def test_descriptor_and_manifest_round_trip_through_the_one_writer(tmp_path: Path) -> None:
-    descriptor = StreamDescriptor(datetime(2026, 1, 1, tzinfo=UTC), 0.5, 60, tmp_path / "source", "VR2")
-    write_descriptor(tmp_path / "landing", descriptor)
-    assert load_descriptor(tmp_path / "landing") == StreamDescriptor(
-        descriptor.epoch, 0.5, 60, (tmp_path / "source").resolve(), "VR2"
-    )
+def test_the_manifest_round_trips_through_the_one_writer(tmp_path: Path) -> None:
     manifest = Manifest(
         scale=0.01,
         files=1,
@@ -51,4 +44,4 @@ def test_descriptor_and_manifest_round_trip_through_the_one_writer(tmp_path: Pat
     )
     write_manifest(tmp_path / "manifest.json", manifest)
     assert load_manifest(tmp_path / "manifest.json") == manifest
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["landing", "manifest.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"]

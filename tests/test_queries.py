@@ -1,4 +1,5 @@
-"""Query files: header parsing, lookup errors, header-vs-SQL table check, and decomposability."""
+"""Query files: packaged examples by name, user files by path (relative to a base folder), the
+optional header checked against the SQL, lookup errors, decomposability."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.queries import QUERIES_DIR, list_queries, load_query
+from airflow_iqp.queries import EXAMPLE_QUERIES, list_queries, load_query
 from airflow_iqp.sql import decompose
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ def test_every_expected_query_file_is_listed_in_order() -> None:
 def test_each_query_loads_with_streams_from_orders_lineitem_and_decomposes(name: str) -> None:
     query = load_query(name)
     assert query.name == name
-    assert query.path == QUERIES_DIR / f"{name}.sql"
+    assert query.path == EXAMPLE_QUERIES / f"{name}.sql"
     assert set(query.streams) <= {"orders", "lineitem"}
     assert set(query.static_tables) <= STATIC
     decomposition = decompose(query.sql, query.streams)
@@ -48,7 +49,7 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
     return path
 
 
-def test_load_by_explicit_path_and_by_name_in_another_dir(tmp_path: Path) -> None:
+def test_load_by_explicit_path_and_relative_to_a_base_folder(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "mine",
@@ -58,8 +59,22 @@ def test_load_by_explicit_path_and_by_name_in_another_dir(tmp_path: Path) -> Non
     by_path = load_query(path)
     assert by_path.streams == ("orders",)
     assert by_path.static_tables == ("customer",)
-    assert load_query("mine", queries_dir=tmp_path) == by_path
+    assert by_path.tables == {"orders", "customer"}
+    assert load_query("mine.sql", base_dir=tmp_path) == by_path
     assert list_queries(tmp_path) == ("mine",)
+
+
+def test_a_file_without_a_header_is_plain_sql_whose_streams_are_declared_elsewhere(tmp_path: Path) -> None:
+    query = load_query(_write(tmp_path, "plain", "SELECT category, count(*) AS n FROM sales GROUP BY category\n"))
+    assert query.header is None
+    assert query.tables == {"sales"}
+    with pytest.raises(ValueError, match="no `-- streams:` header"):
+        _ = query.streams
+
+
+def test_a_relative_path_that_does_not_exist_names_where_it_was_looked_for(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=f"query file {tmp_path}/nope.sql does not exist"):
+        load_query("nope.sql", base_dir=tmp_path)
 
 
 def test_unknown_query_lists_the_known_ones() -> None:
@@ -70,10 +85,10 @@ def test_unknown_query_lists_the_known_ones() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("-- name: bad\n-- streams: orders\nselect count(*) from orders\n", "missing static"),
+        ("-- name: bad\n-- streams: orders\nselect count(*) from orders\n", "header without static"),
         ("-- name: bad\n-- streams: orders\n-- streams: orders\n-- static:\nselect 1\n", "repeated"),
         ("-- name: other\n-- streams: orders\n-- static:\nselect count(*) from orders\n", "differs from the file"),
-        ("-- name: bad\n-- streams: orders\n-- static:\n", "no SQL"),
+        ("-- name: bad\n-- streams: orders\n-- static:\n", "no SQL in the file"),
         (
             "-- name: bad\n-- streams: orders, lineitem\n-- static:\nselect count(*) from orders\n",
             "does not read: lineitem",

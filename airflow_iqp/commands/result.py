@@ -47,15 +47,15 @@ def _result(args: argparse.Namespace) -> int:
         if window_id is None:
             raise ValueError(f"the ledger has no window of {args.dag_id!r} starting {start.isoformat()}")
         window = store.window_summary(session, window_id)
-    if not window.result_location:
+    if not window.result_uri:
         raise ValueError(f"window {start.isoformat()} of {args.dag_id!r} has no result yet (status {window.status})")
-    marker = read_marker(window.result_location, args.conn_id)
-    rows = read_result(window.result_location, args.conn_id)
+    marker = read_marker(window.result_uri, args.conn_id)
+    rows = read_result(window.result_uri, args.conn_id)
     if args.json:
         for row in rows:
             print(json.dumps(row, default=str))
         return 0
-    notes = [f"{len(rows)} row(s)", f"from {window.result_location}", f"committed {marker.get('committed_at')}"]
+    notes = [f"{len(rows)} row(s)", f"from {window.result_uri}", f"committed {marker.get('committed_at')}"]
     if window.incomplete:
         notes.append("INCOMPLETE: quarantined input left out")
     if window.late_files:

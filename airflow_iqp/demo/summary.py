@@ -135,7 +135,7 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
         predicted_finish=w.predicted_finish,
         actual_finish=w.actual_finish,
         deadline_met=w.deadline_met,
-        result_location=w.result_location,
+        result_location=w.result_uri,
         batches=batches,
     )
 

@@ -5,8 +5,8 @@ Pure: numpy, no Airflow or Spark import, so the plan task, the CLI and the simul
 
 from __future__ import annotations
 
+from airflow_iqp.constants import CostSource
 from airflow_iqp.learning.cost import (
-    CostSource,
     LearnedCost,
     NotEnoughObservations,
     Observation,

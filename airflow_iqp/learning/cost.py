@@ -34,12 +34,11 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from airflow_iqp.constants import ExecutionPath, JobKind
+from airflow_iqp.constants import CostSource, ExecutionPath, JobKind
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.learning.fit import MAX_KNOTS, fit_piecewise
 from airflow_iqp.planning.cost import PiecewiseLinearCost
@@ -57,13 +56,6 @@ ENOUGH_PARTIALS = 6  # two knots' worth: below this, or below ENOUGH_MERGES, a c
 ENOUGH_MERGES = 3
 MIN_SECONDS = 1e-3  # a prediction under a millisecond counts as one when residuals are divided by it
 QUANTILES = {0.9: "p90", 0.95: "p95"}  # the quantiles a Spread keeps, by level
-
-
-class CostSource(StrEnum):
-    """How a learned model came about (the ledger's cost_models.source)."""
-
-    CALIBRATION = "calibration"  # too few observations for residuals to mean much
-    REFIT = "refit"
 
 
 class NotEnoughObservations(IqpError):

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select
 
-from airflow_iqp.constants import ExecutionPath, JobKind, WindowStatus
+from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, WindowStatus
 from airflow_iqp.learning.cost import RECENT, Observation
 from airflow_iqp.learning.rate import RECENT_WINDOWS, WindowInput
 from airflow_iqp.ledger import lookup
-from airflow_iqp.ledger.models import Batch, CostModel, CostObservation, ModelSource, Window, utcnow
+from airflow_iqp.ledger.models import Batch, CostModel, CostObservation, Window, utcnow
 from airflow_iqp.validation import whole_number
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ def save_cost_model(
     dag_id: str,
     path: ExecutionPath,
     document: Mapping[str, Any],
-    source: ModelSource | str,
+    source: CostSource | str,
     fitted_at: datetime | None = None,
 ) -> int:
     """Store a model fitted for the DAG on `path`; the newest is the one `latest_cost_model` gives.
@@ -88,7 +88,7 @@ def save_cost_model(
         path=ExecutionPath(path),
         fitted_at=fitted_at or utcnow(),
         observations=whole_number(document.get("observations", 0), "the model's observations"),
-        source=ModelSource(source),
+        source=CostSource(source),
         document=dict(document),
     )
     session.add(model)

@@ -7,7 +7,6 @@ enum in `airflow_iqp.constants` by a CHECK constraint built from that enum.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -34,6 +33,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
     BatchStatus,
+    CostSource,
     ExecutionPath,
     FileStatus,
     JobKind,
@@ -44,6 +44,7 @@ from airflow_iqp.constants import (
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+    from enum import StrEnum
 
 DAG_ID_LENGTH = 250  # Airflow's own limit on a dag_id
 
@@ -98,14 +99,6 @@ class Base(DeclarativeBase):
         }
     )
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: JSON(), list[Any]: JSON()}
-
-
-class ModelSource(StrEnum):
-    """Where a stored cost model came from: `learning.CostSource`'s two, or a fitted model file."""
-
-    CALIBRATION = "calibration"
-    REFIT = "refit"
-    FILE = "file"
 
 
 class Query(Base):
@@ -220,7 +213,7 @@ class CostModel(Base):
     __tablename__ = "cost_models"
     __table_args__ = (
         _one_of("path", ExecutionPath),
-        _one_of("source", ModelSource),
+        _one_of("source", CostSource),
         Index("ix_cost_models_latest", "query_id", "path", "fitted_at"),
     )
 

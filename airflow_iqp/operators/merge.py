@@ -119,7 +119,8 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         )
         finished = datetime.now(UTC)
         with session_scope() as session:
-            met = store.record_merge(session, window_id, finished, rows, location)
+            met = store.record_merge(session, window_id, finished, rows, str(committed))
+            store.record_result(session, window_id, location, rows, finished)
             observe(session, decl, PATH, JobKind.MERGE, len(partials), (merged - started).total_seconds())
         context["outlet_events"][self.result].extra = {
             "window_start": start.isoformat(),

@@ -49,7 +49,8 @@ def spark_env() -> dict[str, str]:
 
 def spark_uri(uri: str) -> str:
     """How Spark names a path or URI: local ones as paths, `s3://` as Hadoop's `s3a://` (static
-    inputs on object stores are read by Spark itself)."""
+    inputs on object stores are read by Spark itself).
+    """
     parts = urlsplit(uri)
     if parts.scheme in ("", "file", "local"):
         return parts.path

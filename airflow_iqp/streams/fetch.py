@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import shutil
 import uuid
-from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from airflow.sdk import ObjectStoragePath
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 LOCAL_SCHEMES = ("", "file", "local")
 

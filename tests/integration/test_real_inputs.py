@@ -20,9 +20,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from sqlalchemy import select
 
 from airflow_iqp.constants import FileStatus, WindowStatus
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.ledger.models import Query, StreamFile
 from airflow_iqp.results.publish import read_marker, read_result
 from tests.integration.airflow_env import AirflowEnv
 
@@ -115,7 +117,10 @@ class Setup:
 
     def events(self, dag_id: str, status: FileStatus) -> list[str]:
         with session_scope(self.env.ledger) as session:
-            return sorted(e.uri for e in store.file_events(session, dag_id) if e.status == status)
+            found = session.scalars(
+                select(StreamFile.uri).join(Query).where(Query.dag_id == dag_id, StreamFile.status == status)
+            )
+            return sorted(found)
 
 
 def write_sales(directory: Path, at: datetime, rows: int, seed: int, name: str | None = None) -> Path:
@@ -206,8 +211,8 @@ def test_arrival_windows_with_a_static_join_equal_pandas_then_late_and_rewritten
     setup.run("sales", W0)
     w0 = setup.window("sales", W0)
     assert w0.status == WindowStatus.MERGED
-    assert w0.result_location == str(setup.results / "sales" / "20260101T100000")
-    assert_rows(read_result(w0.result_location), expected_sales(in_w0, products))
+    assert w0.result_uri == str(setup.results / "sales" / "20260101T100000")
+    assert_rows(read_result(w0.result_uri), expected_sales(in_w0, products))
     frozen = sorted(u for b in w0.batches for uris in (b.files or {}).values() for u in uris)
     assert frozen == sorted(f"file://{f}" for f in in_w0), "exactly the window's data files, each once"
 
@@ -220,16 +225,16 @@ def test_arrival_windows_with_a_static_join_equal_pandas_then_late_and_rewritten
     setup.run("sales", W0 + MINUTE)
 
     w1 = setup.window("sales", W0 + MINUTE)
-    assert_rows(read_result(str(w1.result_location)), expected_sales(in_w1, products))
+    assert_rows(read_result(str(w1.result_uri)), expected_sales(in_w1, products))
     assert setup.events("sales", FileStatus.LATE) == [f"file://{late}"]
     assert setup.events("sales", FileStatus.REWRITTEN) == [f"file://{rewritten}"]
     w0 = setup.window("sales", W0)
     assert w0.late_files == 1
     # Re-merged: window 0's published result now counts the late file, and the rewritten file
     # as it was when frozen (its first version is the one that counted).
-    assert read_marker(str(w0.result_location))["remerged_for_late_files"] is True
+    assert read_marker(str(w0.result_uri))["remerged_for_late_files"] is True
     counted = [in_w0[0], first_version, in_w0[2], in_w0[3], late]
-    assert_rows(read_result(str(w0.result_location)), expected_sales(counted, products))
+    assert_rows(read_result(str(w0.result_uri)), expected_sales(counted, products))
 
 
 def test_hive_partitioned_event_time_windows_and_an_empty_window(setup: Setup) -> None:
@@ -260,14 +265,14 @@ def test_hive_partitioned_event_time_windows_and_an_empty_window(setup: Setup) -
     ten = datetime(2026, 1, 1, 10, tzinfo=UTC)
     setup.run("events", ten)
     frame = pd.concat([pq.read_table(f).to_pandas() for f in files[10]])
-    result = read_result(str(setup.window("events", ten).result_location))
+    result = read_result(str(setup.window("events", ten).result_uri))
     assert result == [{"events": len(frame), "total": int(frame.value.sum()), "first_kind": frame.kind.min()}]
 
     empty = datetime(2026, 1, 1, 14, tzinfo=UTC)
     setup.run("events", empty)
     window = setup.window("events", empty)
     assert window.status == WindowStatus.MERGED
-    assert read_result(str(window.result_location)) == [{"events": 0, "total": None, "first_kind": None}]
+    assert read_result(str(window.result_uri)) == [{"events": 0, "total": None, "first_kind": None}]
 
 
 def test_a_corrupt_file_is_named_and_quarantined_when_asked(setup: Setup, products: pd.DataFrame) -> None:
@@ -298,5 +303,5 @@ def test_a_corrupt_file_is_named_and_quarantined_when_asked(setup: Setup, produc
     assert not corrupt.exists()
     assert (stream / "_quarantine" / corrupt.name).exists()
     assert setup.events("corrupt_quarantine", FileStatus.QUARANTINED) == [f"file://{corrupt}"]
-    assert_rows(read_result(str(window.result_location)), expected_sales(good, products))
-    assert json.loads((Path(str(window.result_location)) / "_IQP_RESULT.json").read_text())["incomplete"] is True
+    assert_rows(read_result(str(window.result_uri)), expected_sales(good, products))
+    assert json.loads((Path(str(window.result_uri)) / "_IQP_RESULT.json").read_text())["incomplete"] is True

@@ -14,7 +14,7 @@ from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.learning import CostSource, LearnedCost, Observation, WindowInput, fit_cost, learned_rate
 from airflow_iqp.learning.cost import RECENT
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.ledger.models import CostModel, ModelSource
+from airflow_iqp.ledger.models import CostModel, CostSource
 from tests.ledger.helpers import DAG, T0, data_file, planned_window
 
 CONNECT = ExecutionPath.SPARK_CONNECT
@@ -54,7 +54,7 @@ def test_cost_models_are_stored_per_path_and_the_newest_one_counts(ledger_db: st
         first = fit_cost(store.cost_observations(s, DAG, CONNECT), CONNECT)
         store.save_cost_model(s, DAG, CONNECT, first.to_dict(), first.source, fitted_at=T0)
         later = first.with_margin(k=1)
-        store.save_cost_model(s, DAG, CONNECT, later.to_dict(), ModelSource.REFIT, fitted_at=T0 + timedelta(hours=1))
+        store.save_cost_model(s, DAG, CONNECT, later.to_dict(), CostSource.REFIT, fitted_at=T0 + timedelta(hours=1))
         store.save_cost_model(
             s, DAG, ExecutionPath.SPARK_SUBMIT, {"partial": [[1, 1.0]]}, "file", fitted_at=T0 + timedelta(hours=2)
         )
@@ -69,7 +69,7 @@ def test_cost_models_are_stored_per_path_and_the_newest_one_counts(ledger_db: st
         (CONNECT, "refit", 3),
         (ExecutionPath.SPARK_SUBMIT, "file", 0),  # a model file's document need not count observations
     }
-    with pytest.raises(ValueError, match="'fitted' is not a valid ModelSource"), session_scope(ledger_db) as s:
+    with pytest.raises(ValueError, match="'fitted' is not a valid CostSource"), session_scope(ledger_db) as s:
         store.save_cost_model(s, DAG, CONNECT, first.to_dict(), "fitted")
     with pytest.raises(IntegrityError, match="ck_cost_models_path"), session_scope(ledger_db) as s:
         s.add(CostModel(query_id=1, path="yarn", observations=0, source="file", document={}))
@@ -118,4 +118,4 @@ def test_window_inputs_count_processed_units_and_rows_of_merged_windows(ledger_d
 
 
 def test_every_source_the_learner_gives_may_be_stored() -> None:
-    assert {s.value for s in CostSource} | {"file"} == {s.value for s in ModelSource}
+    assert {s.value for s in CostSource} | {"file"} == {s.value for s in CostSource}

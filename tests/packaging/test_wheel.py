@@ -68,7 +68,9 @@ def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
         "IQP_LANDING": str(tmp_path / "landing"),
         "IQP_RESULTS": str(tmp_path / "results"),
     }
-    parsed = json.loads(_run(str(python), "-c", PARSE, str(dags / "iqp_q6.py"), cwd=tmp_path, env=env).stdout.splitlines()[-1])
+    parsed = json.loads(
+        _run(str(python), "-c", PARSE, str(dags / "iqp_q6.py"), cwd=tmp_path, env=env).stdout.splitlines()[-1]
+    )
 
     site = venv / "lib"
     assert parsed["dag_id"] == "iqp_q6"
@@ -77,4 +79,9 @@ def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
         assert Path(parsed[key]).is_relative_to(site), f"{key} came from {parsed[key]}, not the installed wheel"
         assert not Path(parsed[key]).is_relative_to(REPO)
     assert parsed["query"].endswith("airflow_iqp/examples/queries/q6.sql")
-    assert parsed["version"] == _run(str(python), "-c", "import importlib.metadata as m; print(m.version('airflow-iqp'))", env=env).stdout.strip()
+    assert (
+        parsed["version"]
+        == _run(
+            str(python), "-c", "import importlib.metadata as m; print(m.version('airflow-iqp'))", env=env
+        ).stdout.strip()
+    )
