@@ -346,6 +346,25 @@ def test_corrupt_parquet_files_are_named_and_reported(
     assert json.loads((out / MARKER).read_text())["input_rows"] == {"sales": 2 * ROWS_PER_FILE}
 
 
+def test_a_parquet_file_with_a_sound_footer_and_broken_pages_is_found(
+    tmp_path: Path, landing: Landing, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = landing.files["parquet"]
+    broken = tmp_path / f"{uuid.uuid4().hex}.parquet"
+    data = bytearray(good[3].read_bytes())
+    amount = pq.read_metadata(good[3]).row_group(0).column(3)  # a column the query reads
+    data[amount.data_page_offset : amount.data_page_offset + 32] = b"\xff" * 32
+    broken.write_bytes(bytes(data))
+    out = tmp_path / "batch-0"
+    code, report = run_partial(partial_spec(landing, "total", out, stream_input("parquet", [good[0], broken, good[1]])))
+    assert code == CORRUPT_INPUT
+    assert f"input file {broken} of stream 'sales' cannot be read: not readable as parquet" in capsys.readouterr().err
+    assert report is not None
+    assert [(c["stream"], c["file"]) for c in report["corrupt"]] == [("sales", str(broken))]
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.is_dir()]  # the failed write left nothing behind
+
+
 @pytest.mark.parametrize(
     ("fmt", "bad_row", "cause"),
     [

@@ -5,7 +5,9 @@ the batch with no output at all. Parquet files are checked and counted from thei
 (pyarrow, no Spark pass). CSV and JSON files are parsed by Spark against the declared schema in
 FAILFAST mode, counting every column so that no value escapes parsing (Spark skips the columns
 a query does not use, and a bare count() would parse none of them); when that pass fails, each
-file is read alone to find the culprits.
+file is read alone to find the culprits. A Parquet file with a sound footer may still hold
+pages Spark cannot decode: when the partial itself fails, the same one-by-one search tells such
+a file from a failure of another kind.
 """
 
 from __future__ import annotations
@@ -102,6 +104,10 @@ def _reader(spark: SparkSession, what: str, stream: StreamInput | StaticInput) -
     return reader
 
 
+def _locations(stream: StreamInput) -> list[str]:
+    return [spark_location(p) for p in stream.paths]
+
+
 def _count_all_columns(df: DataFrame) -> int:
     """Rows of `df`, parsing every column (a nullable column's count needs its values)."""
     from pyspark.sql import functions as F
@@ -111,26 +117,38 @@ def _count_all_columns(df: DataFrame) -> int:
     return int(row[0]) if row is not None else 0
 
 
-def spark_rows(spark: SparkSession, name: str, stream: StreamInput) -> tuple[int, list[CorruptFile]]:
-    """Rows of a CSV or JSON stream's files, and the files Spark cannot parse with the schema."""
-    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # classic Spark's job failures
+def spark_failures() -> tuple[type[Exception], ...]:
+    """What a failed Spark job raises: Py4JJavaError on classic Spark, PySparkException otherwise."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]  # py4j ships no types
     from pyspark.errors import PySparkException
 
+    return Py4JJavaError, PySparkException
+
+
+def unreadable_files(spark: SparkSession, name: str, stream: StreamInput) -> list[CorruptFile]:
+    """The files of `stream` that Spark cannot read alone, every column parsed."""
+    failures = spark_failures()
+    reader = _reader(spark, f"stream {name!r}", stream)
+    how = f"{stream.format} with the schema" if stream.ddl is not None else stream.format
+    corrupt = []
+    for file, path in zip(stream.files, stream.paths):
+        try:
+            _count_all_columns(reader.load(spark_location(path)))
+        except failures as err:
+            corrupt.append(CorruptFile(name, file, f"not readable as {how}: {spark_error(err)}"))
+    return corrupt
+
+
+def spark_rows(spark: SparkSession, name: str, stream: StreamInput) -> tuple[int, list[CorruptFile]]:
+    """Rows of a CSV or JSON stream's files, and the files Spark cannot parse with the schema."""
     if not stream.files:
         return 0, []
-    reader = _reader(spark, f"stream {name!r}", stream)
     try:
-        return _count_all_columns(reader.load([spark_location(p) for p in stream.paths])), []
-    except (Py4JJavaError, PySparkException) as batch_error:
-        corrupt = []
-        for file, path in zip(stream.files, stream.paths):
-            try:
-                _count_all_columns(reader.load(spark_location(path)))
-            except (Py4JJavaError, PySparkException) as err:
-                error = f"not readable as {stream.format} with the schema: {spark_error(err)}"
-                corrupt.append(CorruptFile(name, file, error))
+        return _count_all_columns(_reader(spark, f"stream {name!r}", stream).load(_locations(stream))), []
+    except spark_failures():
+        corrupt = unreadable_files(spark, name, stream)
         if not corrupt:  # every file reads alone: the batch failed for another reason
-            raise batch_error from None
+            raise
         return 0, corrupt
 
 
@@ -138,7 +156,7 @@ def read_stream(spark: SparkSession, name: str, stream: StreamInput) -> DataFram
     """The batch's rows of one stream; no files gives no rows, typed by the schema or schema file."""
     reader = _reader(spark, f"stream {name!r}", stream)
     if stream.files:
-        return reader.load([spark_location(p) for p in stream.paths])
+        return reader.load(_locations(stream))
     if stream.ddl is not None:
         return spark.createDataFrame([], stream.ddl)
     if stream.schema_file is None:

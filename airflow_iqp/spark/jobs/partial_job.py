@@ -3,8 +3,9 @@
     spark-submit partial_job.py --spec batch-0003.spec.json [--report batch-0003.report.json]
 
 The spec (`spec.PartialSpec`) names the query file, each stream's files in the batch and how to
-read them, the static inputs and the output. Every file is checked before anything is written;
-the output is committed atomically with a marker listing the inputs and their rows per stream.
+read them, the static inputs and the output. Every file is checked before anything is written
+(see `inputs`); the output is committed atomically with a marker listing the inputs and their
+rows per stream, or not at all.
 
 Exit codes: 0 committed; 2 bad input (the one-line error says what to fix); 3 input files that
 cannot be read: the error names the first, and `--report` (written only then) lists them all as
@@ -57,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def run(spec: PartialSpec) -> dict[str, Any]:
     """Check, compute and commit; returns the commit marker."""
-    from airflow_iqp.spark.jobs.inputs import read_static, read_stream, spark_rows
+    from airflow_iqp.spark.jobs.inputs import read_static, read_stream, spark_failures, spark_rows, unreadable_files
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.rewrite import referenced_tables
     from airflow_iqp.spark.runner import run_partial
@@ -97,7 +98,13 @@ def run(spec: PartialSpec) -> dict[str, Any]:
         "inputs": {name: list(stream.files) for name, stream in streams.items()},
         "input_rows": rows,
     }
-    return write_committed(result, local_path(spec.output), marker)
+    try:
+        return write_committed(result, local_path(spec.output), marker)
+    except spark_failures():
+        corrupt = [c for name, stream in streams.items() for c in unreadable_files(spark, name, stream)]
+        if not corrupt:
+            raise
+        raise CorruptInput(corrupt) from None
 
 
 if __name__ == "__main__":
