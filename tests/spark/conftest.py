@@ -29,7 +29,6 @@ class FakeDecomposition:
     merge_sql: str
     partials_view: str
     streams: tuple[str, ...]
-    static_tables: tuple[str, ...] = ()
 
 
 DECOMPOSITIONS = {
@@ -50,7 +49,6 @@ DECOMPOSITIONS = {
         "GROUP BY n_name ORDER BY n_name",
         partials_view="partials",
         streams=("orders", "lineitem"),
-        static_tables=("customer", "nation"),
     ),
     "total": FakeDecomposition(
         partial_sql="SELECT count(*) AS cnt, sum(o_totalprice) AS total FROM orders",

@@ -66,6 +66,30 @@ def test_partial_reads_static_tables_from_the_session(
     assert sum(r["cnt"] for r in rows) == batch["lineitem"].count()
 
 
+def test_partial_reads_static_tables_given_as_frames_for_one_call(
+    spark: SparkSession, tpch_static: Path, decompositions: dict[str, FakeDecomposition], read_batch: Batch
+) -> None:
+    """A static frame shadows the session's table of that name, which stays as it was."""
+    batch = read_batch(["orders", "lineitem"], [5])
+    before = temp_views(spark)
+    few = spark.table("nation").where("n_nationkey < 5")
+    rows = run_partial(spark, decompositions["nations"], batch, static={"Nation": few}).collect()
+    assert sorted(r["n_name"] for r in rows) == sorted(r["n_name"] for r in few.collect())
+    assert spark.table("nation").count() == 25
+    assert temp_views(spark) == before
+
+
+def test_braces_in_the_sql_stay_literal(
+    spark: SparkSession, decompositions: dict[str, FakeDecomposition], read_batch: Batch
+) -> None:
+    """The frames are bound through `spark.sql`'s {placeholders}; the query's own braces are text."""
+    d = decompositions["total"]
+    braced = replace(d, partial_sql=d.partial_sql + " WHERE o_comment <> '{orders}' AND o_clerk <> '}{'")
+    batch = read_batch(["orders"], [1])
+    [row] = run_partial(spark, braced, batch).collect()
+    assert row["cnt"] == batch["orders"].where("o_comment <> '{orders}' AND o_clerk <> '}{'").count()
+
+
 def test_partial_refuses_wrong_streams_and_missing_static_tables(
     spark: SparkSession, tpch_static: Path, decompositions: dict[str, FakeDecomposition], read_batch: Batch
 ) -> None:

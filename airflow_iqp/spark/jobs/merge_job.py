@@ -1,9 +1,12 @@
 """spark-submit application: merge all committed partial outputs of a window into the result.
 
-    spark-submit merge_job.py --query q3 --output OUT/q3/result OUT/q3/batch-0000 OUT/q3/batch-0001 ...
+    spark-submit merge_job.py --spec merge.spec.json
 
-Only committed partials are accepted, and no input file may appear in two of them (that would
-count its rows twice). The result is one Parquet file, so an ORDER BY survives the write.
+The spec (`spec.MergeSpec`) names the query file, its stream tables, the window's committed
+partial outputs and the output. Only committed partials of the same query are accepted, and no
+input file may appear in two of them (that would count its rows twice). A window without input
+merges the one partial made over no files: the query's answer over no rows. The result is one
+Parquet file, so an ORDER BY survives the write. Exit codes: 0 committed, 2 bad input.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import JobKind
-from airflow_iqp.spark.jobs.common import JobError, load_decomposition, run_script, session
+from airflow_iqp.spark.jobs.common import BAD_INPUT, JobError, load_decomposition, run_script, session
+from airflow_iqp.spark.jobs.locations import local_path, spark_location
+from airflow_iqp.spark.jobs.spec import MergeSpec, read_spec
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -23,9 +28,7 @@ if TYPE_CHECKING:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The merge job's command line."""
     parser = argparse.ArgumentParser(prog="merge_job", description=__doc__.split("\n")[0])
-    parser.add_argument("--query", required=True, help="query name (e.g. q3) or path of its .sql file")
-    parser.add_argument("--output", type=Path, required=True, help="Parquet directory of the final result")
-    parser.add_argument("partials", type=Path, nargs="+", help="committed partial outputs of the window")
+    parser.add_argument("--spec", type=Path, required=True, help="JSON job spec: query, streams, partials, output")
     return parser.parse_args(argv)
 
 
@@ -33,10 +36,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the job; bad input is one line on stderr and exit code 2."""
     args = parse_args(argv)
     try:
-        run(args)
+        run(read_spec(MergeSpec, args.spec))
     except JobError as err:
         print(f"merge_job: error: {err}", file=sys.stderr)
-        return 2
+        return BAD_INPUT
     return 0
 
 
@@ -44,9 +47,7 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
     """Input rows per stream behind all partials, after checking each is a committed, disjoint partial of `name`."""
     from airflow_iqp.spark.jobs.output import read_marker
 
-    if len({p.absolute() for p in partials}) != len(partials):
-        raise JobError("a partial output is given twice")
-    seen: dict[str, Path] = {}
+    seen: dict[Path, Path] = {}
     rows: dict[str, int] = {}
     for path in partials:
         marker = read_marker(path)
@@ -56,31 +57,33 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
                 f"of {marker.get('query')})"
             )
         for files in marker["inputs"].values():
-            for f in files:
-                if f in seen:
-                    raise JobError(f"input file {f} is in two partials, {seen[f]} and {path}")
-                seen[f] = path
+            for file in files:
+                key = local_path(file)
+                if key in seen:
+                    raise JobError(f"input file {file} is in two partials, {seen[key]} and {path}")
+                seen[key] = path
         for stream, n in marker["input_rows"].items():
             rows[stream] = rows.get(stream, 0) + n
     return rows
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(spec: MergeSpec) -> dict[str, Any]:
     """Check, merge and commit; returns the commit marker."""
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.runner import run_merge
 
-    name, decomposition, _ = load_decomposition(args.query)
-    input_rows = check_partials(name, args.partials)
-    spark = session(f"iqp-merge-{name}")
-    result = run_merge(spark, decomposition, [spark.read.parquet(str(p)) for p in args.partials])
+    decomposition = load_decomposition(local_path(spec.query), spec.streams)
+    partials = [local_path(p) for p in spec.partials]
+    input_rows = check_partials(spec.name, partials)
+    spark = session(f"iqp-merge-{spec.name}")
+    result = run_merge(spark, decomposition, [spark.read.parquet(spark_location(p)) for p in partials])
     marker = {
         "kind": JobKind.MERGE.value,
-        "query": name,
-        "partials": [str(p.absolute()) for p in args.partials],
+        "query": spec.name,
+        "partials": [str(p) for p in partials],
         "input_rows": input_rows,
     }
-    return write_committed(result.coalesce(1), args.output, marker)
+    return write_committed(result.coalesce(1), local_path(spec.output), marker)
 
 
 if __name__ == "__main__":

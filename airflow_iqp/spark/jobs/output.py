@@ -13,8 +13,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.parquet as pq
+
 from airflow_iqp.atomic import replace_dir, temp_sibling
 from airflow_iqp.spark.jobs.common import JobError
+from airflow_iqp.spark.jobs.locations import spark_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -28,8 +31,8 @@ def write_committed(df: DataFrame, target: Path, marker: dict[str, Any]) -> dict
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(target, "tmp")
     try:
-        df.write.parquet(str(tmp))
-        rows = df.sparkSession.read.parquet(str(tmp)).count()
+        df.write.parquet(spark_location(tmp))
+        rows = sum(pq.read_metadata(part).num_rows for part in tmp.glob("*.parquet"))  # footers: no Spark pass
         marker = {**marker, "rows": rows, "committed_at": datetime.now(UTC).isoformat()}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
         replace_dir(tmp, target)
