@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from airflow_iqp.settings import spark_local_ip
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_iqp.declaration import Declaration
+    from airflow_iqp.spark.jobs.spec import Format
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
 
@@ -75,7 +76,7 @@ def partial_spec(
         chosen = files.get(name, ())
         sample = schema_files.get(name)
         streams[name] = StreamInput(
-            format=str(stream.format),
+            format=cast("Format", str(stream.format)),
             schema=stream.schema,
             options=dict(stream.options),
             files=[local_path(uri, stream.conn_id, cache) for uri in chosen],
