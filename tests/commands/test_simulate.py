@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from airflow_iqp.cli import main
+from airflow_iqp.declaration import EXAMPLE_COST_MODELS
 
-REPO = Path(__file__).resolve().parents[2]
 GOOD: dict[str, Any] = {
     "name": "a",
     "cost": {"per_tuple": 0.01, "overhead": 1.0},
@@ -31,7 +31,7 @@ def models(tmp_path: Path, names: tuple[str, ...] = ("q6", "cq1")) -> Path:
     directory = tmp_path / "models"
     directory.mkdir(exist_ok=True)
     for name in names:
-        (directory / f"{name}.json").write_text((REPO / "cost_models" / f"{name}.json").read_text())
+        (directory / f"{name}.json").write_text((EXAMPLE_COST_MODELS / f"{name}.json").read_text())
     return directory
 
 

@@ -26,7 +26,7 @@ LOG = logging.getLogger(__name__)
 
 def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
     with session_scope(url) as s:
-        store.register_query(s, "q6", "SELECT 1", Mode.STATIC, {})
+        store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         window = store.record_plan(s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, {}, [])
         dispatch.register(
             s,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_iqp.constants import Policy
+from airflow_iqp.declaration import EXAMPLE_COST_MODELS
 from airflow_iqp.planning import ArrivalCurve, LinearCost
 from airflow_iqp.simulation import SimQuery, simulate
 from airflow_iqp.simulation.protocol import (
@@ -27,14 +28,13 @@ from airflow_iqp.simulation.protocol import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def models(tmp_path: Path, names: tuple[str, ...] = ("q6", "cq1")) -> Path:
     directory = tmp_path / "models"
     directory.mkdir(exist_ok=True)
     for name in names:
-        (directory / f"{name}.json").write_text((REPO / "cost_models" / f"{name}.json").read_text())
+        (directory / f"{name}.json").write_text((EXAMPLE_COST_MODELS / f"{name}.json").read_text())
     return directory
 
 

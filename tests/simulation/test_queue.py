@@ -76,7 +76,7 @@ def at(seconds: float) -> datetime:
 
 
 def window(session: Session, query: str, start: float) -> int:
-    store.register_query(session, query, "SELECT 1", Mode.DYNAMIC, {})
+    store.register_query(session, dag_id=query, name=query, sql="SELECT 1", mode=Mode.DYNAMIC, params={})
     return store.record_plan(session, query, at(start), at(start + 10), at(start + 60), 1, {"method": "test"}, [])
 
 
