@@ -1,7 +1,7 @@
 """Total cost of a query's whole stream by number of batches, normalized to one batch (paper Fig. 4).
 
 Run: uv run python benchmarks/cost_by_batches.py [--data data/s001] [--queries q1,q3]
-     uv run python benchmarks/cost_by_batches.py --from-models cost_models
+     uv run python benchmarks/cost_by_batches.py --from-models airflow_iqp/examples/cost_models
 
 Measuring: each query's stream is processed as 1, 2, 4, 8, 16, 32 batches in-process on one
 shared session; a batch count's cost is the sum of its partial job times plus its merge time.
@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 from airflow_iqp.constants import ExecutionPath
-from airflow_iqp.costfit.batches import Dataset
+from airflow_iqp.costfit.batches import Dataset, TpchSource, split
 from airflow_iqp.costfit.measure import Measurements, Plan, measure
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 
@@ -37,8 +37,8 @@ def measured_totals(data: Dataset, queries: list[str]) -> Totals:
     totals: dict[str, dict[int, float]] = {}
     with tempfile.TemporaryDirectory(prefix="iqp-fig4-") as work:
         for query in queries:
-            streams = load_query(query).streams
-            result = measure(query, streams, data, runner, plan, Path(work) / query, progress.step, warm_up=True)
+            source = TpchSource(data, load_query(query))
+            result = measure(source, runner, plan, Path(work) / query, progress.step, warm_up=True)
             totals[query] = result.split_totals()
     progress.close()
     return {query: {k: (v, "") for k, v in by_k.items()} for query, by_k in totals.items()}
@@ -64,7 +64,8 @@ def model_totals(models: Path, data: Dataset, queries: list[str]) -> tuple[Total
         section = json.loads(path.read_text())["paths"][ExecutionPath.IN_PROCESS.value]
         recorded = Measurements(section["partial"]["measured"], section["merge"]["measured"]).split_totals()
         streams = load_query(query).streams
-        sizes = {k: [data.tuples(streams, r) for r in data.split(k)] for k in BATCHES if k <= data.manifest.files}
+        files = data.manifest.files
+        sizes = {k: [data.rows(streams, r) for r in split(files, k)] for k in BATCHES if k <= files}
         fitted = load_cost_model(path, ExecutionPath.IN_PROCESS)
         in_process[query] = {
             k: (recorded[k], "") if k in recorded else (predicted_total(fitted, k, n), "*") for k, n in sizes.items()
@@ -90,7 +91,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=Path("data/s001"), help="made by `iqp data generate`")
     parser.add_argument("--queries", default="all", help="comma-separated names, or all")
-    parser.add_argument("--from-models", type=Path, help="read cost_models/ instead of measuring")
+    parser.add_argument("--from-models", type=Path, help="read model files (<query>.json) instead of measuring")
     args = parser.parse_args()
     queries = list(list_queries()) if args.queries == "all" else args.queries.split(",")
     if args.from_models:

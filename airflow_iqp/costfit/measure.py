@@ -1,8 +1,10 @@
 """What to measure for one query on one execution path, and measuring it.
 
-A *split* processes the whole stream as k batches: k partial jobs, then one merge of the k
-partials. Splits at doubling k give partial timings at halving batch sizes and merge timings
-at doubling partial counts, and their totals are the cost-by-batches curve (the paper's Fig. 4).
+A *split* processes all units of the source as k batches: k partial jobs, then one merge of
+the k partials. Splits at doubling k give partial timings at halving batch sizes and merge
+timings at doubling partial counts, and their totals are the cost-by-batches curve (the
+paper's Fig. 4). A partial's size is the rows its commit marker says it read, summed over
+streams: the unit the planner's cost models use.
 """
 
 from __future__ import annotations
@@ -10,19 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.spark.jobs.output import MARKER
+from airflow_iqp.costfit.batches import split
+from airflow_iqp.spark.jobs.output import MARKER, read_marker
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
     from pathlib import Path
 
-    from airflow_iqp.costfit.batches import Dataset
+    from airflow_iqp.costfit.batches import Source
     from airflow_iqp.costfit.runners import Runner
 
 
 @dataclass(frozen=True)
 class Plan:
-    """Splits to run (k batches each), then single timed partials of the first n files, for each n."""
+    """Splits to run (k batches each), then single timed partials of the first n units, for each n."""
 
     splits: tuple[int, ...]
     single_partials: tuple[int, ...] = ()
@@ -40,7 +43,7 @@ class Measurements:
     merge: list[dict[str, Any]] = field(default_factory=list)  # {"partials", "seconds"}
 
     def split_totals(self) -> dict[int, float]:
-        """Seconds to process the whole stream per number of batches: all partials plus the merge."""
+        """Seconds to process all units per number of batches: all partials plus the merge."""
         totals = {m["partials"]: m["seconds"] for m in self.merge}
         for p in self.partial:
             if p["batches"] in totals:
@@ -48,10 +51,13 @@ class Measurements:
         return dict(sorted(totals.items()))
 
 
+def input_rows(output: Path) -> int:
+    """Rows a committed partial read, over all its streams (its marker's `input_rows`)."""
+    return sum(read_marker(output)["input_rows"].values())
+
+
 def measure(
-    query: str,
-    streams: Sequence[str],
-    data: Dataset,
+    source: Source,
     runner: Runner,
     plan: Plan,
     workdir: Path,
@@ -68,27 +74,28 @@ def measure(
     every partial of every split.
     """
     result = Measurements()
+    name = source.name
     if warm_up:
         first = workdir / "warm-up" / "batch-0000"
-        runner.partial(query, data, data.batch(streams, range(0, 1)), first)
-        runner.merge(query, [first], workdir / "warm-up" / "result")
+        runner.partial(source.partial_spec(range(0, 1), first))
+        runner.merge(source.merge_spec([first], workdir / "warm-up" / "result"))
     for k in plan.splits:
         outputs = []
-        for i, files in enumerate(data.split(k)):
+        for i, units in enumerate(split(source.units, k)):
             output = workdir / f"split-{k}" / f"batch-{i:04d}"
             if merge_inputs is None:
-                seconds = runner.partial(query, data, data.batch(streams, files), output)
-                result.partial.append({"tuples": data.tuples(streams, files), "seconds": seconds, "batches": k})
+                seconds = runner.partial(source.partial_spec(units, output))
+                result.partial.append({"tuples": input_rows(output), "seconds": seconds, "batches": k})
             elif not (output / MARKER).is_file():  # not left by an earlier path's measurement
-                merge_inputs.partial(query, data, data.batch(streams, files), output)
+                merge_inputs.partial(source.partial_spec(units, output))
             outputs.append(output)
-            step(f"{query} partial {i + 1}/{k}")
-        seconds = runner.merge(query, outputs, workdir / f"split-{k}" / "result")
+            step(f"{name} partial {i + 1}/{k}")
+        seconds = runner.merge(source.merge_spec(outputs, workdir / f"split-{k}" / "result"))
         result.merge.append({"partials": k, "seconds": seconds})
-        step(f"{query} merge of {k}")
+        step(f"{name} merge of {k}")
     for n in plan.single_partials:
-        files = range(0, n)
-        seconds = runner.partial(query, data, data.batch(streams, files), workdir / f"single-{n}")
-        result.partial.append({"tuples": data.tuples(streams, files), "seconds": seconds, "batches": None})
-        step(f"{query} partial of {n} file(s)")
+        output = workdir / f"single-{n}"
+        seconds = runner.partial(source.partial_spec(range(0, n), output))
+        result.partial.append({"tuples": input_rows(output), "seconds": seconds, "batches": None})
+        step(f"{name} partial of {n} unit(s)")
     return result

@@ -19,6 +19,8 @@ from airflow_iqp.constants import JobKind
 from airflow_iqp.learning.fit import fit_piecewise
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.costfit.measure import Measurements
 
@@ -66,20 +68,21 @@ def path_section(measured: Measurements) -> dict[str, Any]:
 
 
 def write_model(
-    path: Path, query: str, scale: float, files: int, paths: dict[ExecutionPath, Measurements]
+    path: Path, query: str, about: Mapping[str, Any], paths: Mapping[ExecutionPath, Measurements]
 ) -> dict[str, Any]:
-    """Write (atomically) the fitted paths; paths fitted earlier at the same scale are kept."""
+    """Write (atomically) the fitted paths; `about` says what data they were measured on (TPC-H:
+    scale and files; a DAG: its id and units), and paths fitted earlier on the same data are kept.
+    """
     path = Path(path)
     kept: dict[str, Any] = {}
     if path.is_file():
         old = json.loads(path.read_text())
-        if old.get("scale") == scale and old.get("files") == files:
+        if all(old.get(key) == value for key, value in about.items()):
             kept = old.get("paths", {})
     document = {
         "query": query,
         "unit": "rows",
-        "scale": scale,
-        "files": files,
+        **about,
         "machine": machine(),
         "paths": {**kept, **{name.value: path_section(m) for name, m in paths.items()}},
     }

@@ -8,7 +8,6 @@ is fitted to the work that will be planned, output commit included.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -17,14 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from airflow_iqp.settings import python_path, spark_local_ip
+from airflow_iqp.spark.jobs.locations import local_path
 
 if TYPE_CHECKING:
-    import argparse
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from pyspark.sql import SparkSession
 
-    from airflow_iqp.costfit.batches import Batch, Dataset
+    from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 JOBS_DIR = Path(__file__).resolve().parents[1] / "spark" / "jobs"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -34,39 +33,22 @@ MASTER = "local[2]"
 class Runner(Protocol):
     """Runs one job and returns the seconds it took."""
 
-    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
-        """Time the partial job over `batch`, writing to `output`."""
+    def partial(self, spec: PartialSpec) -> float:
+        """Time the partial job of `spec`."""
         ...
 
-    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
-        """Time the merge job over `partials`, writing to `output`."""
+    def merge(self, spec: MergeSpec) -> float:
+        """Time the merge job of `spec`."""
         ...
 
 
-def _write_batch(batch: Batch, output: Path) -> Path:
-    path = output.with_name(output.name + ".batch.json")
+def spec_file(spec: PartialSpec | MergeSpec) -> Path:
+    """Write `spec` beside its output, where a spark-submit job reads it (`--spec`)."""
+    output = local_path(spec.output)
+    path = output.with_name(output.name + ".spec.json")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({s: [str(f) for f in files] for s, files in batch.items()}))
+    path.write_text(spec.to_json())
     return path
-
-
-def _partial_argv(query: str, data: Dataset, batch: Batch, output: Path) -> list[str]:
-    return [
-        "--query",
-        query,
-        "--batch",
-        str(_write_batch(batch, output)),
-        "--static",
-        str(data.static_dir),
-        "--manifest",
-        str(data.manifest_path),
-        "--output",
-        str(output),
-    ]
-
-
-def _merge_argv(query: str, partials: Sequence[Path], output: Path) -> list[str]:
-    return ["--query", query, "--output", str(output), *map(str, partials)]
 
 
 def local_session() -> SparkSession:
@@ -91,23 +73,22 @@ class InProcessRunner:
     def __init__(self, spark: SparkSession) -> None:
         self.spark = spark
 
-    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+    def partial(self, spec: PartialSpec) -> float:
         """Time `partial_job.run` in this process."""
         from airflow_iqp.spark.jobs import partial_job
 
-        args = partial_job.parse_args(_partial_argv(query, data, batch, output))
-        return _timed(partial_job.run, args)
+        return _timed(lambda: partial_job.run(spec))
 
-    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+    def merge(self, spec: MergeSpec) -> float:
         """Time `merge_job.run` in this process."""
         from airflow_iqp.spark.jobs import merge_job
 
-        return _timed(merge_job.run, merge_job.parse_args(_merge_argv(query, partials, output)))
+        return _timed(lambda: merge_job.run(spec))
 
 
-def _timed(run: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> float:
+def _timed(run: Callable[[], object]) -> float:
     start = time.perf_counter()
-    run(args)
+    run()
     return time.perf_counter() - start
 
 
@@ -124,15 +105,15 @@ class SubmitRunner:
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *python_path()]),
         }
 
-    def partial(self, query: str, data: Dataset, batch: Batch, output: Path) -> float:
+    def partial(self, spec: PartialSpec) -> float:
         """Time a spark-submit of `partial_job.py`."""
-        return self._submit("partial_job.py", _partial_argv(query, data, batch, output))
+        return self._submit("partial_job.py", spec_file(spec))
 
-    def merge(self, query: str, partials: Sequence[Path], output: Path) -> float:
+    def merge(self, spec: MergeSpec) -> float:
         """Time a spark-submit of `merge_job.py`."""
-        return self._submit("merge_job.py", _merge_argv(query, partials, output))
+        return self._submit("merge_job.py", spec_file(spec))
 
-    def _submit(self, job: str, argv: list[str]) -> float:
+    def _submit(self, job: str, spec: Path) -> float:
         command = [
             self.spark_submit,
             "--master",
@@ -142,7 +123,8 @@ class SubmitRunner:
             "--conf",
             "spark.ui.showConsoleProgress=false",
             str(JOBS_DIR / job),
-            *argv,
+            "--spec",
+            str(spec),
         ]
         start = time.perf_counter()
         done = subprocess.run(command, env=self.env, capture_output=True, text=True)
