@@ -3,19 +3,29 @@
 from __future__ import annotations
 
 import importlib.util
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from airflow.sdk import DAG, Asset
 
+from airflow_iqp.dag import intermittent_query, result_asset
+from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import InvalidDeclaration
+from airflow_iqp.operators.late import LateFilesOperator
+from airflow_iqp.operators.merge import FinalMergeOperator
+from airflow_iqp.operators.plan import PlanWindowOperator
+from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.timetables.window import WindowTimetable
 
 if TYPE_CHECKING:
     from types import ModuleType
 
+    from airflow_iqp.declaration import Declaration
+
 DAGS = Path(__file__).resolve().parents[1] / "dags"
+TASKS = ["plan", "partial_aggregate", "final_merge", "late_files"]
 
 
 def load(path: Path) -> ModuleType:
@@ -27,20 +37,40 @@ def load(path: Path) -> ModuleType:
     return module
 
 
+def declaration_of(dag: DAG) -> Declaration:
+    plan = dag.get_task("plan")
+    assert isinstance(plan, PlanWindowOperator)
+    return plan.declaration
+
+
+@pytest.fixture
+def demo_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """Where the example DAG files find their streams, static tables and results."""
+    for variable, folder in (("IQP_LANDING", "landing"), ("IQP_STATIC", "static"), ("IQP_RESULTS", "results")):
+        monkeypatch.setenv(variable, str(tmp_path / folder))
+    return tmp_path
+
+
 @pytest.mark.parametrize("name", ["iqp_q1", "iqp_q6", "iqp_q14"])
-def test_example_dag_builds_plan_partials_merge(name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("IQP_LANDING", str(tmp_path))
+def test_example_dag_builds_plan_partials_merge_late_files(name: str, demo_env: Path) -> None:
     dag = load(DAGS / f"{name}.py").dag
     assert dag.dag_id == name
     assert isinstance(dag.timetable, WindowTimetable)
     assert dag.timetable.window >= timedelta(minutes=1)
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "partial_aggregate", "final_merge"]
+    assert [t.task_id for t in dag.topological_sort()] == TASKS
+    assert declaration_of(dag).streams["lineitem"] == FileStream(str(demo_env / "landing" / "lineitem"))
     partial = dag.get_task("partial_aggregate")
     assert partial.map_index_template == "{{ batch_label }}"
     # No pool: the dispatcher orders Spark jobs across DAGs, Airflow's default pool only counts tasks.
     assert partial.partial_kwargs.get("pool", "default_pool") == "default_pool"
-    assert dag.get_task("final_merge").pool == "default_pool"
-    assert dag.get_task("final_merge").trigger_rule == "none_failed"
+    merge = dag.get_task("final_merge")
+    assert isinstance(merge, FinalMergeOperator)
+    assert merge.pool == "default_pool"
+    assert merge.trigger_rule == "none_failed"
+    assert merge.outlets == [Asset(name=f"{name}.result", uri=(demo_env / "results" / name).as_uri())]
+    late = dag.get_task("late_files")
+    assert isinstance(late, LateFilesOperator)
+    assert late.trigger_rule == "all_done"  # after a failed merge too: its late files are still recorded
 
 
 def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
@@ -62,16 +92,89 @@ def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
     ],
 )
 def test_bad_dispatcher_config_fails_at_parse_time(
-    setting: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    setting: str, value: str, message: str, monkeypatch: pytest.MonkeyPatch, demo_env: Path
 ) -> None:
-    monkeypatch.setenv("IQP_LANDING", str(tmp_path))
     monkeypatch.setenv(f"AIRFLOW__IQP__{setting}", value)
     with pytest.raises(InvalidDeclaration, match=message):
         load(DAGS / "iqp_q6.py")
 
 
-def test_dynamic_dag_maps_slots(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setenv("IQP_LANDING", str(tmp_path))
+def test_dynamic_dag_maps_slots(demo_env: Path) -> None:
     dag = load(DAGS / "iqp_q14.py").dag
     assert "dynamic" in dag.doc_md
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "partial_aggregate", "final_merge"]
+    assert [t.task_id for t in dag.topological_sort()] == TASKS
+    assert declaration_of(dag).static["part"].path == str(demo_env / "static" / "part")
+
+
+def test_a_users_dag_file_reads_its_query_beside_it_and_learns(tmp_path: Path) -> None:
+    (tmp_path / "sales_by_category.sql").write_text(
+        "select category, sum(amount) as total from sales join products using (product_id) group by category\n"
+    )
+    dag_file = """
+from datetime import UTC, datetime, timedelta
+from airflow_iqp import FileStream, intermittent_query
+dag = intermittent_query(
+    query="sales_by_category.sql",
+    window=timedelta(minutes=10),
+    deadline=timedelta(minutes=5),
+    streams={"sales": FileStream("TMP/sales", window_by="path", pattern="dt={date}/hour={hour}")},
+    static={"products": "TMP/products"},
+    output="s3://bucket/results/{dag_id}/{window_start}",
+    on_late="remerge",
+    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+)
+"""
+    (tmp_path / "sales_dag.py").write_text(dag_file.replace("TMP", str(tmp_path)))
+    dag = load(tmp_path / "sales_dag.py").dag
+    assert dag.dag_id == "iqp_sales_by_category"
+    declaration = declaration_of(dag)
+    assert declaration.query.path == tmp_path / "sales_by_category.sql"
+    assert (declaration.rate, declaration.cost_model) == ("learn", "learn")
+    assert declaration.on_late == "remerge"
+    assert dag.get_task("final_merge").outlets == [
+        Asset(name="iqp_sales_by_category.result", uri="s3://bucket/results/iqp_sales_by_category")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("output", "uri"),
+    [
+        ("/data/results/{dag_id}/{window_start}", "file:///data/results/iqp_q6"),
+        ("/data/results/{query}/{window_start}_{window_end}", "file:///data/results/q6"),
+        ("/data/my results/{window_end}", "file:///data/my%20results"),
+        ("file:///data/results/{dag_id}/{window_start}", "file:///data/results/iqp_q6"),
+        ("s3://bucket/results/{dag_id}/{window_start}", "s3://bucket/results/iqp_q6"),
+        ("s3://bucket/results/{dag_id}/dt={window_start}/", "s3://bucket/results/iqp_q6/dt="),
+    ],
+)
+def test_the_result_asset_is_the_outputs_prefix_before_the_window(output: str, uri: str) -> None:
+    declaration = declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(minutes=2),
+        deadline=timedelta(minutes=1),
+        streams={"lineitem": FileStream("/data/lineitem")},
+        output=output,
+    )
+    asset = result_asset(declaration)
+    assert (asset.name, asset.uri) == ("iqp_q6.result", uri)
+
+
+def test_intermittent_query_names_the_dag_and_refuses_a_bad_output(tmp_path: Path) -> None:
+    def build(output: str, dag_id: str | None = None) -> DAG:
+        return intermittent_query(
+            query="q6",
+            window=timedelta(minutes=2),
+            deadline=timedelta(minutes=1),
+            streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
+            output=output,
+            start_date=datetime(2026, 1, 1, tzinfo=UTC),
+            dag_id=dag_id,
+        )
+
+    assert build(str(tmp_path / "{window_start}")).dag_id == "iqp_q6"
+    dag = build(str(tmp_path / "{window_start}"), dag_id="revenue")
+    assert dag.dag_id == "revenue"
+    assert declaration_of(dag).dag_id == "revenue"
+    with pytest.raises(InvalidDeclaration, match="must be an absolute path or a URI"):
+        build("results/{window_start}")

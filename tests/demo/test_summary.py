@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import uuid
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -12,15 +14,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode
-from airflow_iqp.data.descriptor import StreamDescriptor, write_descriptor
+from airflow_iqp.declaration import declare
 from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.queries import load_query
-from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
+from airflow_iqp.results.publish import publish
+from airflow_iqp.streams.files import DataFile
+from airflow_iqp.streams.spec import FileStream
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from pyspark.sql import SparkSession
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 END = START + timedelta(minutes=2)
@@ -28,6 +33,10 @@ END = START + timedelta(minutes=2)
 
 def at(seconds: float) -> datetime:
     return START + timedelta(seconds=seconds)
+
+
+def listed(name: str) -> DataFile:
+    return DataFile("lineitem", f"file:///landing/lineitem/{name}", name, 100, START)
 
 
 def test_format_table_aligns_text_left_and_numbers_right() -> None:
@@ -39,10 +48,10 @@ def test_format_table_aligns_text_left_and_numbers_right() -> None:
 def ledger(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with session_scope(url) as session:
-        store.register_query(session, "q6", "SELECT 1", mode=Mode.STATIC, params={})
+        store.register_query(session, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         window_id = store.record_plan(
             session,
-            "q6",
+            "iqp_q6",
             START,
             END,
             END + timedelta(seconds=90),
@@ -65,24 +74,28 @@ def ledger(tmp_path: Path) -> str:
             predicted_finish=at(210),
         )
         for index, (start, end, rows) in enumerate([(at(45), at(70), 400), (at(125), at(150), 600)]):
-            store.freeze_batch_files(session, window_id, index, {"lineitem": ["a", "b"] if index else ["a"]})
+            names = ["b", "c"] if index else ["a"]
+            store.freeze_files(session, window_id, index, {"lineitem": [listed(n) for n in names]})
             store.start_batch(session, window_id, index, start)
             store.finish_batch(
                 session, window_id, index, start, end, rows, (end - start).total_seconds(), f"/out/{index}"
             )
         store.record_cost_observation(
-            session, "q6", ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, 20.0, observed_at=at(175)
+            session, "iqp_q6", ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, 20.0, observed_at=at(175)
         )
         store.record_merge(session, window_id, at(175), 1000, "/out/result")
+        store.record_result(session, window_id, "/results/iqp_q6/20260101T120000", 1000, at(176))
     return url
 
 
 def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
     with session_scope(ledger) as session:
-        row = window_row(session, "q6", START)
-        assert window_row(session, "q6", END) is None
+        row = window_row(session, "iqp_q6", START)
+        assert window_row(session, "iqp_q6", END) is None
+        assert window_row(session, "q6", START) is None  # rows are found by DAG id, not query name
     assert row is not None
     assert row.finished
+    assert row.result_location == "/results/iqp_q6/20260101T120000"  # the published result, not the work dir
     assert row.status == "merged"
     assert row.deadline_met
     assert (row.batches_done, row.batches_planned, row.tuples) == (2, 2, 1000)
@@ -115,7 +128,7 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
         "SQL",
     ]
     assert windows[2].split() == [
-        "q6",
+        "iqp_q6",
         "12:00:00-12:02:00",
         "merged",
         "2/2",
@@ -132,7 +145,7 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
     batches = batches_table([row]).splitlines()
     assert len(batches) == 4
     assert batches[3].split() == [
-        "q6",
+        "iqp_q6",
         "1",
         "done",
         "1",
@@ -175,39 +188,66 @@ def _lineitem(orderkeys: list[int]) -> pa.Table:
     )
 
 
-def test_verify_window_uses_only_the_window_files(tmp_path: Path, spark) -> None:
-    source, landing = tmp_path / "stream", tmp_path / "landing"
-    (source / STATIC_DIR).mkdir(parents=True)
-    epoch = START - timedelta(seconds=1)
-    write_descriptor(landing, StreamDescriptor(epoch, 1.0, 4, source, "FR"))
-    for i in range(4):  # slots at -1 s, 0 s, 1 s, 2 s: files 1 and 2 fall in [START, START + 2 s)
-        for base in (landing, source / STREAM_DIR):
-            (base / "lineitem").mkdir(parents=True, exist_ok=True)
-            pq.write_table(_lineitem([10 * i + 1, 10 * i + 2]), base / "lineitem" / part_name(i))
+def test_verify_window_uses_only_the_window_files(tmp_path: Path, spark: SparkSession) -> None:
+    landing = tmp_path / "lineitem"
+    landing.mkdir()
+    for i in range(4):  # landed at -1 s, 0 s, 1 s, 2 s: files 1 and 2 fall in [START, START + 2 s)
+        path = landing / f"{i}-{uuid.uuid4().hex}.parquet"
+        pq.write_table(_lineitem([10 * i + 1, 10 * i + 2]), path)
+        os.utime(path, (at(i - 1).timestamp(), at(i - 1).timestamp()))
+    (landing / "_SUCCESS").write_bytes(b"")
+    declaration = declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(seconds=2),
+        deadline=timedelta(seconds=1),
+        streams={"lineitem": FileStream(str(landing))},
+        output=str(tmp_path / "results" / "{window_start}"),
+    )
     window_end = START + timedelta(seconds=2)
-    expected = single_pass(spark, load_query("q6"), landing, START, window_end)
+    expected = single_pass(spark, declaration, START, window_end)
     revenue = sum((Decimal(f"{100 + k}.50") * Decimal("0.06") for k in (11, 12, 21, 22)), Decimal(0))
     assert len(expected) == 1
     assert expected[0]["revenue"] == revenue
 
-    result = tmp_path / "result"
-    result.mkdir()
-    pq.write_table(pa.Table.from_pylist(expected), result / "part-0.parquet")
-    rows, problems = verify_window(spark, "q6", landing, START, window_end, result)
+    def published(rows: list[dict[str, object]]) -> str:
+        committed = tmp_path / f"committed-{uuid.uuid4().hex}"
+        committed.mkdir()
+        pq.write_table(pa.Table.from_pylist(rows), committed / "part-00000-x.parquet")
+        target = declaration.output.render(dag_id="iqp_q6", query="q6", window_start=START, window_end=window_end)
+        return publish(committed, target, {"rows": len(rows)})
+
+    rows, problems = verify_window(spark, declaration, START, window_end, published(expected))
     assert rows == expected
     assert problems == []
 
-    pq.write_table(pa.Table.from_pylist([{"revenue": revenue + 1}]), result / "part-0.parquet")
-    _, problems = verify_window(spark, "q6", landing, START, window_end, result)
+    _, problems = verify_window(spark, declaration, START, window_end, published([{"revenue": revenue + 1}]))
     assert len(problems) == 1
     assert problems[0].startswith("row 0 revenue")
+
+
+def test_single_pass_over_a_window_without_files_reads_the_streams_schema(tmp_path: Path, spark: SparkSession) -> None:
+    landing = tmp_path / "lineitem"
+    landing.mkdir()
+    path = landing / "only.parquet"
+    pq.write_table(_lineitem([1]), path)
+    os.utime(path, (at(-10).timestamp(), at(-10).timestamp()))
+    declaration = declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(seconds=2),
+        deadline=timedelta(seconds=1),
+        streams={"lineitem": FileStream(str(landing))},
+        output=str(tmp_path / "results" / "{window_start}"),
+    )
+    assert single_pass(spark, declaration, START, START + timedelta(seconds=2)) == [{"revenue": None}]
 
 
 def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: str) -> None:
     from airflow_iqp.demo.__main__ import gave_up, next_window_start
 
     with session_scope(ledger) as session:
-        row = window_row(session, "q6", START)
+        row = window_row(session, "iqp_q6", START)
     assert row is not None
     assert not gave_up(row)
     failed = replace(row.batches[0], status="failed", attempts=2)
@@ -222,10 +262,10 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
     from airflow_iqp.ledger import dispatch
 
     with session_scope(ledger) as session:
-        store.register_query(session, "q1", "SELECT 1", mode=Mode.STATIC, params={})
+        store.register_query(session, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
         windows = {
             q: store.record_plan(session, q, END, END + timedelta(minutes=2), END + timedelta(seconds=d), 1, {}, [])
-            for q, d in (("q6", 200), ("q1", 300))
+            for q, d in (("iqp_q6", 200), ("iqp_q1", 300))
         }
         ids = {
             q: dispatch.register(
@@ -243,11 +283,11 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
             for (q, w), d in zip(windows.items(), (200, 300))
         }
         [first] = dispatch.grant(session, policy="edf", resources=1, now=at(131))
-        assert first.request == ids["q6"]
+        assert first.request == ids["iqp_q6"]
         dispatch.release(session, first, at(150))
         dispatch.grant(session, policy="edf", resources=1, now=at(150))
         rows = grant_rows(session, END)
-    assert [(r.query, r.rivals) for r in rows] == [("q6", ("q1",)), ("q1", ())]
+    assert [(r.query, r.rivals) for r in rows] == [("iqp_q6", ("iqp_q1",)), ("iqp_q1", ())]
     table = grants_table(rows, END).splitlines()
-    assert table[2].split() == ["1", "q6", "partial", "min_batch", "10.0s", "11.0s", "1.0s", "19.0s", "q1"]
-    assert table[3].split() == ["2", "q1", "partial", "min_batch", "10.0s", "30.0s", "20.0s", "-", "-"]
+    assert table[2].split() == ["1", "iqp_q6", "partial", "min_batch", "10.0s", "11.0s", "1.0s", "19.0s", "iqp_q1"]
+    assert table[3].split() == ["2", "iqp_q1", "partial", "min_batch", "10.0s", "30.0s", "20.0s", "-", "-"]
