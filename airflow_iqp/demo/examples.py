@@ -60,7 +60,9 @@ def _environment(env: Mapping[str, str]) -> Iterator[None]:
                 os.environ[key] = value
 
 
-def load_examples(dags: Path, env: Mapping[str, str]) -> dict[Path, Example | InvalidDeclaration]:
+def load_examples(
+    dags: Path, env: Mapping[str, str], pattern: str = PATTERN
+) -> dict[Path, Example | InvalidDeclaration]:
     """Each example DAG file, parsed with `env` set, as its Example or the error its declaration raised."""
     from airflow.sdk import DAG
 
@@ -68,7 +70,7 @@ def load_examples(dags: Path, env: Mapping[str, str]) -> dict[Path, Example | In
 
     found: dict[Path, Example | InvalidDeclaration] = {}
     with _environment(env):
-        for path in sorted(dags.glob(PATTERN)):
+        for path in sorted(dags.glob(pattern)):
             try:
                 namespace = runpy.run_path(str(path))
             except InvalidDeclaration as err:

@@ -18,7 +18,7 @@ from sqlalchemy import insert, literal, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
-from airflow_iqp.constants import FileStatus
+from airflow_iqp.constants import BatchStatus, FileStatus
 from airflow_iqp.exceptions import AlreadyFrozen, LedgerLookupError
 from airflow_iqp.ledger import lookup
 from airflow_iqp.ledger.models import Batch, StreamFile, Window, utcnow
@@ -122,6 +122,29 @@ def freeze(session: Session, batch: Batch, files: Mapping[str, Sequence[ListedFi
         raise
     batch.files = {stream: [f.uri for f in listed] for stream, listed in files.items()}
     session.flush()
+
+
+def refresh_frozen(session: Session, window_id: int, index: int, listed: Iterable[ListedFile]) -> list[str]:
+    """A batch that has not committed takes its files' current versions: a file replaced between a
+    failed attempt and its retry (a corrupt file landed again, fixed) is what the retry reads, and
+    nothing counted the old version. Returns the uris whose identity changed. A committed batch's
+    files are never refreshed: a later rewrite of one of them is refused (`record_file_event`).
+    """
+    batch = lookup.batch(session, window_id, index)
+    if batch.status == BatchStatus.DONE:
+        raise ValueError(f"batch {index} of window {window_id} has committed: its files' versions are final")
+    current = {f.uri: f for f in listed}
+    changed = []
+    frozen = session.scalars(
+        select(StreamFile).where(StreamFile.batch_id == batch.id, StreamFile.status == FileStatus.FROZEN)
+    )
+    for row in frozen:
+        found = current.get(row.uri)
+        if found is not None and (row.size, row.modified, row.etag) != (found.size, found.modified, found.etag):
+            row.size, row.modified, row.etag = found.size, found.modified, found.etag
+            changed.append(row.uri)
+    session.flush()
+    return sorted(changed)
 
 
 def _frozen_rows(

@@ -25,6 +25,7 @@ from airflow_iqp.ledger.files import (
     frozen_identities,
     quarantine_file,
     record_file_event,
+    refresh_frozen,
 )
 from airflow_iqp.ledger.history import (
     cost_observations,
@@ -57,6 +58,7 @@ __all__ = [
     "quarantine_file",
     "record_cost_observation",
     "record_file_event",
+    "refresh_frozen",
     "record_merge",
     "record_plan",
     "record_result",

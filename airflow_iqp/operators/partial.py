@@ -165,6 +165,12 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             index = self._cut(session, selection) if self.is_slot else self._freeze(session, selection)
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
+            if batch.attempts:  # a retry reads its files as they are now; nothing counted them yet
+                listed = [f for u in (*selection.units, *selection.earlier, *selection.later) for f in u.files]
+                if changed := store.refresh_frozen(session, window_id, index, listed):
+                    self.log.warning(
+                        "batch %d: %d file(s) were replaced since the last attempt: %s", index, len(changed), changed
+                    )
             attempt = store.start_batch(session, window_id, index)
         files = batch.files or {}
         if self.is_slot:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
@@ -13,7 +14,6 @@ from airflow_iqp.streams.fetch import local_path
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from datetime import datetime
 
     from airflow.sdk import Context
 
@@ -29,14 +29,19 @@ def window_dir(work_dir: Path, dag_id: str, window_start: datetime) -> Path:
 
 
 def run_window(context: Context) -> tuple[datetime, datetime]:
-    """The run's window: its data interval, which every run of WindowTimetable has."""
+    """The run's window: its data interval, which every run of WindowTimetable has, as plain UTC
+    datetimes (pendulum's differences are Intervals that stdlib arithmetic does not take)."""
     start, end = context["data_interval_start"], context["data_interval_end"]
     if start is None or end is None:
         raise ValueError(
             f"run {context['run_id']} has no data interval, so no window to process: trigger IQP DAGs with a "
             "logical date (the window start), or let WindowTimetable schedule them"
         )
-    return start, end
+    return _plain(start), _plain(end)
+
+
+def _plain(at: datetime) -> datetime:
+    return datetime(*at.astimezone(UTC).timetuple()[:6], at.microsecond, tzinfo=UTC)
 
 
 def spark_env() -> dict[str, str]:

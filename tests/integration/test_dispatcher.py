@@ -10,22 +10,19 @@ every window in exactly one batch, every deadline met, every result equal to one
 from __future__ import annotations
 
 import json
-import subprocess
-import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import select
 
-from airflow_iqp.constants import BatchReason, BatchStatus, Policy, RequestState, WindowStatus
-from airflow_iqp.data.descriptor import load_descriptor
+from airflow_iqp.constants import BatchReason, BatchStatus, Policy, RequestState
 from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, window_row, windows_table
-from airflow_iqp.demo.verify import verify_window, window_paths
-from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.ledger import session_scope
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
-from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
+from tests.integration.airflow_env import AirflowEnv
+from tests.integration.windows import check_window, declaration, replay
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -37,15 +34,16 @@ LEAD = timedelta(seconds=45)  # three Airflow processes start before the window 
 POLICY = Policy.EDF
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
-from airflow_iqp.dag import intermittent_query
-from airflow_iqp.declaration import ArrivalRate
+from airflow_iqp import ArrivalRate, FileStream, intermittent_query
 
 dag = intermittent_query(
     dag_id="{dag_id}",
     query="{query}",
     window=timedelta(seconds={window}),
     deadline=timedelta(seconds={deadline}),
-    landing="{landing}",
+    streams={{"lineitem": FileStream("{landing}/lineitem")}},
+    static={static},
+    output="{work}/results/{{dag_id}}/{{window_start}}",
     rate=ArrivalRate(files_per_second=2, rows_per_file=430),
     cost_model="{cost_model}",
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
@@ -70,7 +68,9 @@ def make_env(root: Path, name: str, ledger: str) -> AirflowEnv:
     return AirflowEnv(root / name, shared_ledger=ledger)
 
 
-def write_dag(env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: Path, mode: str) -> None:
+def write_dag(
+    env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: Path, mode: str, static: dict[str, str]
+) -> None:
     model = env.home / f"{query}.json"
     model.write_text(json.dumps({"query": query, "unit": "rows", "paths": {"spark_submit": COST_MODEL}}))
     (env.dags / f"{dag_id}.py").write_text(
@@ -83,31 +83,9 @@ def write_dag(env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: 
             cost_model=model,
             work=env.home / "work",
             mode=mode,
+            static=static,
         )
     )
-
-
-def replay(stream: Path, landing: Path, speedup: float) -> tuple[subprocess.Popen[str], datetime]:
-    """Start replaying; returns the process and the first window that opens after LEAD."""
-    process = subprocess.Popen(
-        [
-            str(BIN / "iqp"),
-            "data",
-            "replay",
-            "--source",
-            str(stream),
-            "--landing",
-            str(landing),
-            "--speedup",
-            str(speedup),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    while not (landing / "_iqp_stream.json").exists():
-        time.sleep(0.1)
-    return process, next_window_start(WINDOW, load_descriptor(landing).epoch + LEAD)
 
 
 def run_dags(envs: dict[str, AirflowEnv], start: datetime) -> None:
@@ -126,30 +104,10 @@ def run_dags(envs: dict[str, AirflowEnv], start: datetime) -> None:
         assert "state=success" in log, f"{dag_id}:\n{log[-4000:]}"
 
 
-def check_window(ledger: str, spark: SparkSession, query: str, start: datetime, landing: Path) -> store.WindowSummary:
-    with session_scope(ledger) as session:
-        window_id = store.window_id(session, query, start)
-        assert window_id is not None, f"{query}: no window at {start}"
-        window = store.window_summary(session, window_id)
-    stream = "lineitem"
-    expected = window_paths(load_descriptor(landing), landing, stream, window.window_start, window.window_end)
-    done = [b for b in window.batches if b.status == BatchStatus.DONE]
-    frozen = sorted(f for b in done for f in (b.files or {}).get(stream, []))
-    assert frozen == expected, f"{query}: every file in exactly one batch"
-    assert window.status == WindowStatus.MERGED, f"{query}: {window.status}"
-    assert window.deadline_met, f"{query}: finished {window.actual_finish}, due {window.deadline}"
-    assert window.result_location is not None
-    _, differences = verify_window(
-        spark, query, landing, window.window_start, window.window_end, window.result_location
-    )
-    assert differences == [], f"{query}: {differences}"
-    return window
-
-
-def report(ledger: str, start: datetime, queries: list[str]) -> None:
+def report(ledger: str, start: datetime, dag_ids: list[str]) -> None:
     """The demo's tables, shown by `pytest -s`: what ran when, and who waited for whom."""
     with session_scope(ledger) as session:
-        rows = [row for query in queries if (row := window_row(session, query, start)) is not None]
+        rows = [row for dag_id in dag_ids if (row := window_row(session, dag_id, start)) is not None]
         granted = grant_rows(session, start - WINDOW)
     print(f"\n{windows_table(rows)}\n\n{batches_table(rows)}\n\n{grants_table(granted, start)}")
 
@@ -181,17 +139,23 @@ def test_three_queries_share_one_resource_in_policy_order(
         env.dags.mkdir(parents=True)
         migrations.append(env.start_airflow("db", "migrate", log=root / f"{dag_id}-migrate.log"))
     assert all(m.wait(timeout=300) == 0 for m in migrations)
+    static = {"part": str(stream / "static" / "part")}
     for dag_id, (query, deadline, mode) in queries.items():
-        write_dag(envs[dag_id], dag_id, query, deadline, landing, mode)
-    process, start = replay(stream, landing, speedup=2.0)
+        write_dag(envs[dag_id], dag_id, query, deadline, landing, mode, static if query == "q14" else {})
+    process, start = replay(stream, landing, 2.0, WINDOW, LEAD)
     try:
         run_dags(envs, start)
         assert process.wait(timeout=120) == 0, process.communicate()[1]
     finally:
         process.kill()
 
-    report(ledger, start, [query for query, _, _ in queries.values()])
-    windows = {query: check_window(ledger, spark, query, start, landing) for query, _, _ in queries.values()}
+    report(ledger, start, list(queries))
+    windows = {
+        query: check_window(ledger, spark, declaration(envs[dag_id], dag_id), start)
+        for dag_id, (query, _, _) in queries.items()
+    }
+    for window in windows.values():
+        assert window.deadline_met, f"{window.dag_id}: finished {window.actual_finish}, due {window.deadline}"
     assert len([b for b in windows["q6"].batches if b.status == BatchStatus.DONE]) >= 2, (
         "MinBatch should cut q6 in two or more"
     )
@@ -216,7 +180,7 @@ def test_three_queries_share_one_resource_in_policy_order(
             began, ended = b.actual_start, b.actual_end
             assert began is not None
             assert ended is not None
-            assert any(g <= began and ended <= r for g, r in leases), f"{window.query} batch {b.index}"
+            assert any(g <= began and ended <= r for g, r in leases), f"{window.dag_id} batch {b.index}"
 
     # Each grant went to the request the policy ranked first among those waiting; under EDF
     # the rank is the deadline.
@@ -242,14 +206,14 @@ def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
     env = make_env(root, "airflow", ledger)
     env.migrate()
     landing = root / "landing"
-    write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3))
-    process, start = replay(stream, landing, speedup=0.5)
+    write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
+    process, start = replay(stream, landing, 0.5, WINDOW, LEAD)
     try:
         run_dags({"iqp_slow_q6": env}, start)
     finally:
         process.kill()
-    report(ledger, start, ["q6"])
-    window = check_window(ledger, spark, "q6", start, landing)
+    report(ledger, start, ["iqp_slow_q6"])
+    window = check_window(ledger, spark, declaration(env, "iqp_slow_q6"), start)
     min_batch = window.plan["min_batch"]
     first = window.batches[0]
     assert first.reason == BatchReason.SLOW_INPUT, [(b.index, b.reason) for b in window.batches]

@@ -1,34 +1,37 @@
-"""One window of TPC-H Q6 end to end through `airflow dags test` on a replayed stream.
+"""One window of TPC-H Q6 end to end through `airflow dags test`, live, on files a producer lands.
 
 Real Airflow (SQLite metadata, the Task SDK running our operators in-process), real
-spark-submit for every batch and the merge, our ledger on SQLite. The declared cost model makes
-the deadline force two or more batches. A second run breaks one batch once and checks that the
-retry leaves the result exact: no duplicated output, no skipped file.
+spark-submit for every batch and the merge, our ledger on SQLite. The TPC-H replayer lands the
+files into a plain directory as any producer would; the DAG reads it as a `FileStream`. The
+declared cost model makes the deadline force two or more batches. A second run lands one file
+corrupt: its batch fails naming the file, the producer lands it again whole, and the retry reads
+the same frozen files — the result stays exact, with no duplicated output.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import os
 import threading
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.parquet as pq
 import pytest
+from sqlalchemy import select
 
-from airflow_iqp.constants import BatchStatus, WindowStatus
-from airflow_iqp.data.descriptor import load_descriptor
+from airflow_iqp.constants import BatchStatus, FileStatus, WindowStatus
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.queries import load_query
+from airflow_iqp.ledger.models import StreamFile
 from airflow_iqp.tpch.generate import generate
-from airflow_iqp.tpch.manifest import part_name
-from tests.integration.airflow_env import BIN, AirflowEnv, next_window_start
+from tests.integration.airflow_env import AirflowEnv
+from tests.integration.windows import check_window, declaration, replay
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row, SparkSession
+    from collections.abc import Callable
+
+    from pyspark.sql import SparkSession
 
 WINDOW = timedelta(seconds=20)
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
@@ -36,15 +39,15 @@ SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a w
 LEAD = timedelta(seconds=25)
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
-from airflow_iqp.dag import intermittent_query
-from airflow_iqp.declaration import ArrivalRate
+from airflow_iqp import ArrivalRate, FileStream, intermittent_query
 
 dag = intermittent_query(
     dag_id="{dag_id}",
     query="q6",
     window=timedelta(seconds={window}),
     deadline=timedelta(seconds=30),
-    landing="{landing}",
+    streams={{"lineitem": FileStream("{landing}/lineitem")}},
+    output="{work}/results/{{dag_id}}/{{window_start}}",
     rate=ArrivalRate(files_per_second=2, rows_per_file=430),
     cost_model="{cost_model}",
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
@@ -76,8 +79,10 @@ def airflow_env(tmp_path_factory: pytest.TempPathFactory) -> AirflowEnv:
     return env
 
 
-def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> tuple[int, Path, Path]:
-    """Replay the stream, `airflow dags test` the first full window; (window id, landing, work dir)."""
+def run_window(
+    env: AirflowEnv, stream: Path, name: str, while_running: Callable[[Path, datetime], None] | None = None
+) -> tuple[int, datetime]:
+    """Replay the stream, `airflow dags test` the first full window; (window id, window start)."""
     base = env.home / name
     landing, work, model = base / "landing", base / "work", base / "cost_model.json"
     base.mkdir()
@@ -85,28 +90,8 @@ def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> 
     (env.dags / f"{name}.py").write_text(
         DAG_FILE.format(dag_id=name, window=WINDOW.total_seconds(), landing=landing, cost_model=model, work=work)
     )
-    replay = subprocess.Popen(
-        [
-            str(BIN / "iqp"),
-            "data",
-            "replay",
-            "--source",
-            str(stream),
-            "--landing",
-            str(landing),
-            "--speedup",
-            str(SPEEDUP),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process, start = replay(stream, landing, SPEEDUP, WINDOW, LEAD)
     try:
-        while not (landing / "_iqp_stream.json").exists():
-            time.sleep(0.1)
-        epoch = load_descriptor(landing).epoch
-        # A window that opens after Airflow has started, so early batches wait for their files.
-        start = next_window_start(WINDOW, epoch + LEAD)
         watcher = threading.Thread(target=while_running, args=(landing, start), daemon=True) if while_running else None
         if watcher:
             watcher.start()
@@ -115,37 +100,18 @@ def run_window(env: AirflowEnv, stream: Path, name: str, while_running=None) -> 
         (base / "dags_test.log").write_text(log)
         assert result.returncode == 0, log[-4000:]
         assert "state=success" in log, log[-4000:]
-        assert replay.wait(timeout=120) == 0, replay.communicate()[1]
+        assert process.wait(timeout=120) == 0, process.communicate()[1]
     finally:
-        replay.kill()
+        process.kill()
     with session_scope(env.ledger) as session:
-        window_id = store.window_id(session, "q6", start)
+        window_id = store.window_id(session, name, start)
     assert window_id is not None
-    return window_id, landing, work
+    return window_id, start
 
 
-def single_pass(spark: SparkSession, stream: Path, landing: Path, files: list[str]) -> list[Row]:
-    spark.read.parquet(*files).createOrReplaceTempView("lineitem")
-    try:
-        return spark.sql(load_query("q6").sql).collect()
-    finally:
-        spark.catalog.dropTempView("lineitem")
-
-
-def check_window(
-    env: AirflowEnv, spark: SparkSession, stream: Path, window_id: int, landing: Path
-) -> store.WindowSummary:
-    with session_scope(env.ledger) as session:
-        window = store.window_summary(session, window_id)
-    descriptor = load_descriptor(landing)
-    expected = [
-        str(landing / "lineitem" / part_name(i))
-        for i in descriptor.window_files(window.window_start, window.window_end)
-    ]
+def check(env: AirflowEnv, spark: SparkSession, name: str, start: datetime) -> store.WindowSummary:
+    window = check_window(env.ledger, spark, declaration(env, name), start)
     done = [b for b in window.batches if b.status == BatchStatus.DONE]
-    frozen = [f for b in done for f in (b.files or {}).get("lineitem", [])]
-    # Every file of the window in exactly one batch, in arrival order.
-    assert frozen == expected
     assert len(done) >= 2, "the deadline was chosen to need two or more batches"
     for b in done:
         assert b.actual_start is not None
@@ -157,64 +123,69 @@ def check_window(
     assert window.predicted_finish is not None
     assert window.actual_finish is not None
     assert window.deadline_met == (window.actual_finish <= window.deadline)
-    # The result equals one Spark SQL pass over the same files.
-    assert window.result_location is not None
-    result = pq.read_table(window.result_location).to_pylist()
-    expected_rows = [r.asDict() for r in single_pass(spark, stream, landing, expected)]
-    assert result == expected_rows
-    assert result[0]["revenue"] is not None
     return window
 
 
 def test_q6_window_runs_in_batches_and_equals_single_pass(
     airflow_env: AirflowEnv, stream: Path, spark: SparkSession
 ) -> None:
-    window_id, landing, _ = run_window(airflow_env, stream, "iqp_q6_window")
-    window = check_window(airflow_env, spark, stream, window_id, landing)
+    _, start = run_window(airflow_env, stream, "iqp_q6_window")
+    window = check(airflow_env, spark, "iqp_q6_window", start)
     assert all(b.attempts == 1 for b in window.batches if b.status == BatchStatus.DONE)
     log = (airflow_env.home / "iqp_q6_window" / "dags_test.log").read_text()
     assert "running trigger in line" in log, "an early batch should have waited for its files in a trigger"
 
 
-def test_failed_batch_is_retried_and_the_result_stays_exact(
+def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(
     airflow_env: AirflowEnv, stream: Path, spark: SparkSession
 ) -> None:
-    """The first batch's first file lands truncated: the job refuses it (its row count disagrees
-    with the manifest) and the batch fails. Once the good file is back, the retry processes the
-    same frozen files into the same output."""
+    """The window's first file lands truncated: the job names it and the batch fails. The
+    producer lands it again whole (with its original time, as `cp -p` would); the retry reads the
+    same frozen file names, now whole, into the same output, and nothing is recorded as rewritten:
+    the broken version never counted."""
     repaired: list[Path] = []
 
     def first_batch_failed(start: datetime) -> bool:
         with session_scope(airflow_env.ledger) as session:
-            window_id = store.window_id(session, "q6", start)
+            window_id = store.window_id(session, "iqp_q6_retry", start)
             return (
                 window_id is not None
                 and store.window_summary(session, window_id).batches[0].status == BatchStatus.FAILED
             )
 
     def break_then_repair(landing: Path, start: datetime) -> None:
-        descriptor = load_descriptor(landing)
-        target = landing / "lineitem" / part_name(descriptor.window_files(start, start + WINDOW)[0])
-        while not target.exists():
-            time.sleep(0.05)
+        directory = landing / "lineitem"
+        target = None
+        while target is None:
+            landed = [p for p in directory.glob("part-*.parquet")] if directory.is_dir() else []
+            inside = [p for p in landed if p.stat().st_mtime >= start.timestamp()]
+            target = min(inside, key=lambda p: p.stat().st_mtime) if inside else None
+            time.sleep(0.02)
+        landed_at = target.stat().st_mtime
         good = target.read_bytes()
-        table = pq.read_table(target)
-        pq.write_table(table.slice(0, table.num_rows // 2), target)
+        target.write_bytes(good[: len(good) // 2])
+        os.utime(target, (landed_at, landed_at))
         give_up = time.monotonic() + 600
         while time.monotonic() < give_up:
             if first_batch_failed(start):
                 target.write_bytes(good)
+                os.utime(target, (landed_at, landed_at))
                 repaired.append(target)
                 return
             time.sleep(0.2)
 
-    window_id, landing, _ = run_window(airflow_env, stream, "iqp_q6_retry", while_running=break_then_repair)
+    _, start = run_window(airflow_env, stream, "iqp_q6_retry", while_running=break_then_repair)
     assert repaired, "the truncated file never made its batch fail"
-    window = check_window(airflow_env, spark, stream, window_id, landing)
+    log = (airflow_env.home / "iqp_q6_retry" / "dags_test.log").read_text()
+    assert str(repaired[0]) in log, "the failed attempt names the unreadable file"
+    window = check(airflow_env, spark, "iqp_q6_retry", start)
     first = window.batches[0]
     assert first.attempts == 2
     assert first.status == BatchStatus.DONE
     assert first.output_location is not None
-    outputs = sorted(p.name for p in Path(first.output_location).parent.iterdir() if p.is_dir())
+    outputs = sorted(p.name for p in Path(first.output_location).parent.iterdir() if p.is_dir() and p.name != "inputs")
     done = [b.output_location for b in window.batches if b.status == BatchStatus.DONE and b.output_location]
     assert outputs == [*sorted(Path(location).name for location in done), "result"]
+    with session_scope(airflow_env.ledger) as session:
+        events = session.scalars(select(StreamFile).where(StreamFile.status == FileStatus.REWRITTEN)).all()
+    assert events == []

@@ -1,0 +1,76 @@
+"""What the live-window integration tests share: the TPC-H replayer as the producer of files, the
+DAGs' own declarations, and the checks every window must pass.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+from airflow_iqp.constants import BatchStatus, WindowStatus
+from airflow_iqp.demo.examples import Example, load_examples
+from airflow_iqp.demo.verify import verify_window, window_paths
+from airflow_iqp.ledger import session_scope, store
+from tests.integration.airflow_env import BIN, next_window_start
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pyspark.sql import SparkSession
+
+    from airflow_iqp.declaration import Declaration
+    from tests.integration.airflow_env import AirflowEnv
+
+
+def replay(
+    stream: Path, landing: Path, speedup: float, window: timedelta, lead: timedelta
+) -> tuple[subprocess.Popen[str], datetime]:
+    """Start `iqp data replay` (file i lands i / speedup seconds from now); returns the process and
+    the first window that opens at least `lead` from now, so Airflow is up before its files land."""
+    started = datetime.now(UTC)
+    process = subprocess.Popen(
+        [
+            str(BIN / "iqp"),
+            "data",
+            "replay",
+            "--source",
+            str(stream),
+            "--landing",
+            str(landing),
+            "--speedup",
+            str(speedup),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return process, next_window_start(window, started + lead)
+
+
+def declaration(env: AirflowEnv, dag_id: str) -> Declaration:
+    """The DAG file's declaration, parsed as Airflow parses it."""
+    found = [e for e in load_examples(env.dags, {}, pattern=f"{dag_id}.py").values() if isinstance(e, Example)]
+    assert len(found) == 1, f"{dag_id}: {found}"
+    return found[0].declaration
+
+
+def check_window(ledger: str, spark: SparkSession, declared: Declaration, start: datetime) -> store.WindowSummary:
+    """Every file of the window in exactly one batch, the window merged by its deadline, and its
+    published result equal to one Spark SQL pass over the same files."""
+    with session_scope(ledger) as session:
+        window_id = store.window_id(session, declared.dag_id, start)
+        assert window_id is not None, f"{declared.dag_id}: no window at {start}"
+        window = store.window_summary(session, window_id)
+    expected, _ = window_paths(declared, window.window_start, window.window_end)
+    done = [b for b in window.batches if b.status == BatchStatus.DONE]
+    for stream in declared.streams:
+        frozen = sorted(f.removeprefix("file://") for b in done for f in (b.files or {}).get(stream, []))
+        assert frozen == sorted(expected.get(stream, [])), (
+            f"{declared.dag_id}: every {stream} file in exactly one batch"
+        )
+    assert window.status == WindowStatus.MERGED, f"{declared.dag_id}: {window.status}"
+    assert window.result_uri is not None
+    _, differences = verify_window(spark, declared, window.window_start, window.window_end, window.result_uri)
+    assert differences == [], f"{declared.dag_id}: {differences}"
+    return window
