@@ -1,0 +1,175 @@
+"""The cost model and rate a window is planned with: a fitted file's or a declared one as given,
+or learned from the DAG's own jobs and windows in a real SQLite ledger."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, Mode
+from airflow_iqp.costs import observe, planning_model, planning_rate
+from airflow_iqp.declaration import LEARN, ArrivalRate, declare
+from airflow_iqp.learning import LearnedCost
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.planning.cost_model_file import FittedCostModel
+from airflow_iqp.streams.files import DataFile
+from airflow_iqp.streams.spec import FileStream
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.declaration import Declaration
+
+PATH = ExecutionPath.SPARK_SUBMIT
+DAG_ID = "iqp_q6"
+WINDOW = timedelta(minutes=10)
+T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+MODEL = {
+    "query": "q6",
+    "paths": {
+        "spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
+    },
+}
+
+
+def declaration(tmp_path: Path, **overrides: Any) -> Declaration:
+    model = tmp_path / "q6.json"
+    model.write_text(json.dumps(MODEL))
+    arguments: dict[str, Any] = {
+        "dag_id": DAG_ID,
+        "query": "q6",
+        "window": WINDOW,
+        "deadline": WINDOW,
+        "streams": {"lineitem": FileStream("/data/lineitem")},
+        "output": "/results/{dag_id}/{window_start}",
+        "rate": LEARN,
+        "cost_model": LEARN,
+        "base_dir": tmp_path,
+    }
+    return declare(**(arguments | overrides))
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with session_scope(url) as s:
+        store.register_query(s, dag_id=DAG_ID, name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+    return url
+
+
+def test_a_learning_dag_has_no_model_until_its_calibration_ran(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        assert planning_model(s, learning, PATH) is None
+        assert observe(s, learning, PATH, JobKind.PARTIAL, 4300, 13.0) is None  # one partial size
+        assert planning_model(s, learning, PATH) is None
+        assert observe(s, learning, PATH, JobKind.PARTIAL, 43000, 31.0) is None  # two sizes, no merge yet
+        assert planning_model(s, learning, PATH) is None
+        fitted = observe(s, learning, PATH, JobKind.MERGE, 2, 9.0)
+    assert isinstance(fitted, LearnedCost)
+    assert fitted.source is CostSource.CALIBRATION
+    assert fitted.partial.cost(4300) == pytest.approx(13.0)
+    assert fitted.partial.cost(43000) == pytest.approx(31.0)
+    assert fitted.merge.cost(2) == pytest.approx(9.0)
+    with session_scope(url) as s:
+        planned = planning_model(s, learning, PATH)
+    assert isinstance(planned, LearnedCost)
+    assert planned.partial.points == fitted.partial.points
+    assert planned.merge.points == fitted.merge.points
+
+
+def test_every_job_refits_and_the_next_plan_uses_the_newest_model(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        for rows, seconds in ((4300, 13.0), (43000, 31.0)):
+            observe(s, learning, PATH, JobKind.PARTIAL, rows, seconds)
+        observe(s, learning, PATH, JobKind.MERGE, 2, 9.0)
+        first = planning_model(s, learning, PATH)
+        observe(s, learning, PATH, JobKind.PARTIAL, 43000, 41.0)  # the machine got slower
+        second = planning_model(s, learning, PATH)
+    assert first is not None
+    assert second is not None
+    assert second.partial.cost(43000) > first.partial.cost(43000)
+
+
+def test_a_refit_follows_once_there_are_enough_observations(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        for i in range(6):
+            observe(s, learning, PATH, JobKind.PARTIAL, 1000 * (i + 1), 5.0 + i)
+        for _ in range(2):
+            observe(s, learning, PATH, JobKind.MERGE, 2, 9.0)
+        calibration = planning_model(s, learning, PATH)
+        refit = observe(s, learning, PATH, JobKind.MERGE, 3, 9.5)
+    assert isinstance(calibration, LearnedCost)
+    assert calibration.source is CostSource.CALIBRATION
+    assert refit is not None
+    assert refit.source is CostSource.REFIT
+
+
+def test_each_execution_path_learns_its_own_model(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        for rows, seconds in ((4300, 2.0), (43000, 5.0)):
+            observe(s, learning, ExecutionPath.IN_PROCESS, JobKind.PARTIAL, rows, seconds)
+        observe(s, learning, ExecutionPath.IN_PROCESS, JobKind.MERGE, 2, 1.0)
+        assert planning_model(s, learning, ExecutionPath.IN_PROCESS) is not None
+        assert planning_model(s, learning, PATH) is None
+
+
+def test_a_fitted_file_is_planned_with_and_never_overwritten(tmp_path: Path, url: str) -> None:
+    fitted = declaration(tmp_path, cost_model="q6.json")
+    with session_scope(url) as s:
+        model = planning_model(s, fitted, PATH)
+        assert isinstance(model, FittedCostModel)
+        assert model.partial.points == ((430.0, 6.5), (17200.0, 26.0))
+        for rows, seconds in ((4300, 13.0), (43000, 31.0)):
+            assert observe(s, fitted, PATH, JobKind.PARTIAL, rows, seconds) is None
+        assert observe(s, fitted, PATH, JobKind.MERGE, 2, 9.0) is None
+        assert store.latest_cost_model(s, DAG_ID, PATH) is None
+        assert len(store.cost_observations(s, DAG_ID, PATH)) == 3  # observed all the same: predicted vs actual
+        assert isinstance(planning_model(s, fitted, PATH), FittedCostModel)
+
+
+def merged_window(session: Session, start: datetime, files: int, rows: int) -> None:
+    """A window of the DAG whose one batch froze `files` files and whose merge read `rows` rows."""
+    batch = {
+        "index": 0,
+        "first_tuple": 1,
+        "last_tuple": files,
+        "release": start,
+        "latest_start": start,
+        "planned_start": start,
+        "predicted_cost": 1.0,
+    }
+    window_id = store.record_plan(session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, rows, {}, [batch])
+    listed = [
+        DataFile("lineitem", f"file:///data/lineitem/{start:%H%M}-{i}.parquet", f"{start:%H%M}-{i}.parquet", 1, start)
+        for i in range(files)
+    ]
+    store.freeze_files(session, window_id, 0, {"lineitem": listed})
+    store.start_batch(session, window_id, 0)
+    store.finish_batch(session, window_id, 0, start, start, rows, 1.0, "/work/batch")
+    store.record_merge(session, window_id, start + WINDOW, rows, "/work/result")
+
+
+def test_a_learned_rate_comes_from_the_last_merged_windows(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        assert planning_rate(s, learning) is None  # no history: one batch once the input is final
+        merged_window(s, T0, files=60, rows=60_000)
+        merged_window(s, T0 + WINDOW, files=120, rows=60_000)
+        rate = planning_rate(s, learning)
+    assert rate == ArrivalRate(files_per_second=180 / 1200, rows_per_file=120_000 / 180)
+
+
+def test_a_declared_rate_is_used_as_given(tmp_path: Path, url: str) -> None:
+    declared = ArrivalRate(files_per_second=2, rows_per_file=430)
+    with session_scope(url) as s:
+        merged_window(s, T0, files=60, rows=60_000)
+        assert planning_rate(s, declaration(tmp_path, rate=declared)) == declared
