@@ -1,0 +1,160 @@
+"""The read-only triggers: each rebuilds itself from what it serializes (the triggerer stores
+the kwargs and builds the trigger again, perhaps in another process), and fires on what it reads
+from a real directory or a real SQLite ledger."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from airflow.serialization.serialized_objects import BaseSerialization
+
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
+from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.slots import SlotAction, SlotSpec
+from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
+from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
+from airflow_iqp.triggers.window_input import WindowInputTrigger
+from airflow_iqp.window_input import ORIGIN, InputSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from airflow.triggers.base import BaseTrigger
+
+# A window that is open whenever the tests run, since triggers look at the clock: the first
+# hundred years of the timetable's windows.
+T0 = ORIGIN
+WINDOW = timedelta(days=36525)
+
+
+def rebuilt(trigger: BaseTrigger) -> BaseTrigger:
+    """What the triggerer builds from the trigger's serialized form after storing its kwargs."""
+    classpath, kwargs = trigger.serialize()
+    stored = json.loads(json.dumps(BaseSerialization.serialize(kwargs)))
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**BaseSerialization.deserialize(stored))
+
+
+def window_input(tmp_path: Path) -> dict[str, Any]:
+    stream = FileStream(str(tmp_path / "sales"), lateness=timedelta(minutes=1), close_marker="_SUCCESS")
+    return InputSpec.of({"sales": stream}, T0, WINDOW).to_dict()
+
+
+def test_window_input_trigger_round_trips(tmp_path: Path) -> None:
+    trigger = WindowInputTrigger(window_input(tmp_path), 3, poll_interval=0.5)
+    again = rebuilt(trigger)
+    assert isinstance(again, WindowInputTrigger)
+    assert again.serialize() == trigger.serialize()
+    assert InputSpec.from_dict(again.input) == InputSpec.from_dict(trigger.input)
+    assert (again.need, again.poll_interval) == (3, 0.5)
+    assert rebuilt(WindowInputTrigger(window_input(tmp_path), None)).serialize()[1]["need"] is None
+
+
+def test_batch_ready_trigger_round_trips(tmp_path: Path) -> None:
+    spec = SlotSpec(
+        window_id=7, slot=2, slots=5, input=window_input(tmp_path), expected_files=40, min_batch=8, max_batch=12
+    )
+    trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=2.0)
+    again = rebuilt(trigger)
+    assert isinstance(again, BatchReadyTrigger)
+    assert again.serialize() == trigger.serialize()
+    assert SlotSpec.from_dict(again.spec) == spec
+
+
+@pytest.mark.parametrize("policy", list(Policy))
+def test_grant_trigger_round_trips(policy: Policy) -> None:
+    trigger = GrantTrigger(41, policy, 2, poll_interval=0.25)
+    again = rebuilt(trigger)
+    assert isinstance(again, GrantTrigger)
+    assert again.serialize() == trigger.serialize()
+    assert (again.request_id, again.policy, again.resources, again.poll_interval) == (41, policy, 2, 0.25)
+    assert again.policy is policy
+
+
+def land(directory: Path, name: str, at: datetime) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / name).write_bytes(b"rows")
+    os.utime(directory / name, (at.timestamp(), at.timestamp()))
+
+
+def first_event(trigger: BaseTrigger) -> dict[str, Any]:
+    async def first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return dict(event.payload)
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(asyncio.wait_for(first(), timeout=30))
+
+
+def test_window_input_trigger_fires_on_enough_units_or_a_final_input(tmp_path: Path) -> None:
+    sales = tmp_path / "sales"
+    land(sales, "a.parquet", T0 + timedelta(minutes=1))
+    land(sales, "b.parquet", T0 + timedelta(minutes=2))
+    land(sales, "elsewhere.parquet", T0 - timedelta(minutes=1))
+    assert WindowInputTrigger(window_input(tmp_path), 3).ready() is None  # 2 of 3, and more may come
+    assert WindowInputTrigger(window_input(tmp_path), None).ready() is None  # the rest: only once final
+    assert WindowInputTrigger(window_input(tmp_path), 2).ready() == {"units": 2, "final": False}
+    land(sales, "_SUCCESS", T0 + timedelta(minutes=3))  # the producer closes the window early
+    assert WindowInputTrigger(window_input(tmp_path), None).ready() == {"units": 2, "final": True}
+    assert first_event(WindowInputTrigger(window_input(tmp_path), 3, poll_interval=0.05)) == {
+        "units": 2,
+        "final": True,
+    }
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """The triggers' ledger, as a triggerer would reach it, with one window of a dynamic DAG."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    with session_scope(url) as s:
+        store.register_query(s, dag_id="iqp_sales", name="sales", sql="SELECT 1", mode=Mode.DYNAMIC, params={})
+        window_id = store.record_plan(s, "iqp_sales", T0, T0 + WINDOW, T0 + 2 * WINDOW, 10, {}, [])
+    return url, window_id
+
+
+def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger: tuple[str, int]) -> None:
+    _, window_id = ledger
+    spec = SlotSpec(
+        window_id=window_id, slot=0, slots=3, input=window_input(tmp_path), expected_files=4, min_batch=2, max_batch=4
+    )
+    land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
+    trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=0.05)
+    assert trigger.look() is SlotAction.WAIT  # one unit, MinBatch is two, and the window is open
+    land(tmp_path / "sales", "b.parquet", T0 + timedelta(minutes=2))
+    assert trigger.look() is SlotAction.RUN
+    assert first_event(trigger) == {"action": "run"}
+
+
+def test_grant_trigger_reports_a_decided_request_or_a_due_grant(ledger: tuple[str, int]) -> None:
+    url, window_id = ledger
+    now = datetime.now(UTC)
+    with session_scope(url) as s:
+        request = dispatch.register(
+            s,
+            window_id=window_id,
+            query="iqp_sales",
+            kind=JobKind.PARTIAL,
+            slot=0,
+            reason=BatchReason.MIN_BATCH,
+            deadline=now + timedelta(minutes=5),
+            remaining_cost=1.0,
+            lease_seconds=60,
+            now=now,
+        )
+    assert request is not None
+    trigger = GrantTrigger(request, Policy.EDF, 1, poll_interval=0.05)
+    assert trigger.look() == GRANT_DUE  # waiting, and a resource is free: the task should grant
+    assert first_event(trigger) == {"request_id": request, "state": GRANT_DUE}
+    with session_scope(url) as s:
+        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
+    assert lease.request == request
+    assert trigger.look() == RequestState.GRANTED
+    assert first_event(trigger) == {"request_id": request, "state": "granted"}
