@@ -1,0 +1,155 @@
+"""The `plan` task on a real SQLite ledger: which plan a window gets (historical, calibration,
+no rate yet, the paper's static plan, dynamic slots) and what it hands to `partial_aggregate`."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+import pytest
+
+from airflow_iqp.constants import ExecutionPath, Mode
+from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, plan_files
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.operators.plan import PlanWindowOperator
+from airflow_iqp.slots import SlotSpec
+from airflow_iqp.streams.assign import window_start
+from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.window_input import ORIGIN, InputSpec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from airflow.sdk import Context
+
+    from airflow_iqp.declaration import Declaration
+
+WINDOW = timedelta(seconds=20)
+PAST = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
+RATE = ArrivalRate(files_per_second=2, rows_per_file=430)
+MODEL = {
+    "query": "q6",
+    "paths": {
+        "spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
+    },
+}
+
+
+def future_window() -> datetime:
+    """A window that starts tomorrow: its input is not final when it is planned."""
+    return window_start(datetime.now(UTC) + timedelta(days=1), WINDOW, ORIGIN)
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The task's ledger connection, as a worker gets it."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    return url
+
+
+def declaration(tmp_path: Path, **overrides: Any) -> Declaration:
+    (tmp_path / "q6.json").write_text(json.dumps(MODEL))
+    arguments: dict[str, Any] = {
+        "dag_id": "iqp_q6",
+        "query": "q6",
+        "window": WINDOW,
+        "deadline": timedelta(seconds=30),
+        "streams": {"lineitem": FileStream(str(tmp_path / "lineitem"))},
+        "output": "/results/{dag_id}/{window_start}",
+        "rate": RATE,
+        "cost_model": "q6.json",
+        "base_dir": tmp_path,
+    }
+    return declare(**(arguments | overrides))
+
+
+def plan(decl: Declaration, start: datetime, run_id: str = "scheduled__w") -> list[dict[str, Any]]:
+    context = cast("Context", {"data_interval_start": start, "data_interval_end": start + WINDOW, "run_id": run_id})
+    return PlanWindowOperator(task_id="plan", declaration=decl).execute(context)
+
+
+def recorded(url: str, decl: Declaration, start: datetime) -> store.WindowSummary:
+    with session_scope(url) as s:
+        window_id = store.window_id(s, decl.dag_id, start)
+        assert window_id is not None
+        return store.window_summary(s, window_id)
+
+
+def test_a_past_window_is_one_batch_now(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path)
+    [batch] = plan(decl, PAST, run_id="manual__past")
+    assert (batch["index"], batch["upto"], batch["predicted_cost"]) == (0, None, 0.0)
+    assert datetime.fromisoformat(batch["planned_start"]) == PAST
+    assert InputSpec.from_dict(batch["input"]) == InputSpec.of(decl.streams, PAST, WINDOW)
+    window = recorded(url, decl, PAST)
+    assert window.id == batch["window_id"]
+    assert window.run_id == "manual__past"
+    assert window.deadline == PAST + WINDOW + timedelta(seconds=30)
+    assert window.plan["how"].startswith("historical")
+    assert [b.index for b in window.batches] == [0]
+
+
+def test_learning_with_no_model_yet_runs_the_calibration(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path, cost_model=LEARN)
+    start = future_window()
+    batches = plan(decl, start)
+    assert [(b["index"], b["upto"]) for b in batches] == [(0, 1), (1, None)]  # one unit first, then the rest
+    assert datetime.fromisoformat(batches[1]["planned_start"]) == start + WINDOW
+    window = recorded(url, decl, start)
+    assert window.plan["how"].startswith("calibration")
+    assert window.predicted_finish is None
+
+
+def test_no_rate_learned_yet_runs_one_batch_once_the_input_is_final(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path, rate=LEARN)
+    start = future_window()
+    [batch] = plan(decl, start)
+    assert batch["upto"] is None
+    assert datetime.fromisoformat(batch["planned_start"]) == start + WINDOW
+    assert recorded(url, decl, start).plan["files_per_second"] is None
+
+
+def test_a_declared_rate_and_model_give_the_papers_plan_cut_by_count(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path)
+    start = future_window()
+    batches = plan(decl, start)
+    expected = plan_files(decl, RATE, decl.fitted_model(ExecutionPath.SPARK_SUBMIT)).plan.batches
+    assert len(batches) == len(expected) == 2
+    assert [b["upto"] for b in batches] == [expected[0].last, None]  # the last batch takes whatever is left
+    assert [b["predicted_cost"] for b in batches] == pytest.approx([b.cost for b in expected])
+    assert [datetime.fromisoformat(b["planned_start"]) for b in batches] == [
+        start + timedelta(seconds=b.start) for b in expected
+    ]
+    window = recorded(url, decl, start)
+    assert (window.plan["expected_files"], window.plan["rows_per_file"]) == (40, 430)
+    assert [(b.first_tuple, b.last_tuple) for b in window.batches] == [
+        (1, expected[0].last),
+        (expected[0].last + 1, 40),
+    ]
+
+
+def test_planning_a_window_again_keeps_its_id(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path)
+    start = future_window()
+    first = plan(decl, start, run_id="scheduled__a")
+    again = plan(decl, start, run_id="scheduled__b")
+    assert {b["window_id"] for b in first} == {b["window_id"] for b in again}
+    assert recorded(url, decl, start).run_id == "scheduled__b"
+
+
+def test_dynamic_mode_hands_out_slots(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path, mode=Mode.DYNAMIC, alpha=0.5, tau_max=timedelta(seconds=20))
+    start = future_window()
+    slots = [SlotSpec.from_dict(s) for s in plan(decl, start)]
+    batching = dynamic_batching(decl, RATE, decl.fitted_model(ExecutionPath.SPARK_SUBMIT))
+    assert [s.slot for s in slots] == list(range(batching.slots))
+    assert {(s.min_batch, s.max_batch, s.expected_files, s.slots) for s in slots} == {
+        (batching.min_batch.size, batching.max_batch, 40, batching.slots)
+    }
+    assert slots[0].window_input == InputSpec.of(decl.streams, start, WINDOW)
+    window = recorded(url, decl, start)
+    assert window.id == slots[0].window_id
+    assert window.plan["mode"] == "dynamic"
+    assert window.batches == ()  # slots cut their batches when granted
