@@ -2,9 +2,9 @@
 mode), and record window and plan in the ledger.
 
 Which plan a window gets:
-- its input is already final (a past window: `airflow dags test`, a catch-up): one batch, now;
 - learning the cost model and none yet: the calibration plan — one unit as soon as it lands,
   the rest once the input is final (two partial sizes and a merge for the first model);
+- its input is already final (a past window: `airflow dags test`, a catch-up): one batch, now;
 - no rate to plan with yet (rate="learn", no history): one batch once the input is final;
 - otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
   MinBatch and dynamic slots.
@@ -64,10 +64,10 @@ class PlanWindowOperator(BaseOperator):
             self.register(session)
             model = planning_model(session, decl, path)
             rate = planning_rate(session, decl)
-            if datetime.now(UTC) >= final_at:
-                how, batches = "historical: its input is final, one batch now", [PlannedBatch(0, None, 0.0, 0.0, 0.0)]
-            elif model is None:
+            if model is None:
                 how, batches = "calibration: one unit first, the rest once final", self.calibration(end - start)
+            elif datetime.now(UTC) >= final_at:
+                how, batches = "historical: its input is final, one batch now", [PlannedBatch(0, None, 0.0, 0.0, 0.0)]
             elif rate is None:
                 how, batches = "no rate learned yet: one batch once the input is final", self.one_batch(end - start)
             elif decl.mode is Mode.DYNAMIC:
