@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 import re
 import struct
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from airflow_iqp.cli import main
 from airflow_iqp.declaration import EXAMPLE_COST_MODELS
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 GOOD: dict[str, Any] = {
     "name": "a",

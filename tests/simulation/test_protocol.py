@@ -4,7 +4,6 @@ their order, the columns of the table, MinBatch's summary, and bad cost models."
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,7 +26,7 @@ from airflow_iqp.simulation.protocol import (
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-
+    from pathlib import Path
 
 
 def models(tmp_path: Path, names: tuple[str, ...] = ("q6", "cq1")) -> Path:
