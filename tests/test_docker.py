@@ -45,3 +45,10 @@ def test_ledger_database_is_created_and_separate_from_airflows() -> None:
     assert ledger_db != env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].rsplit("/", 1)[1]
     created = re.findall(r"CREATE DATABASE (\w+)", (DOCKER / "initdb" / "10-iqp-ledger.sql").read_text())
     assert created == [ledger_db]
+
+
+def test_the_image_installs_spark_with_the_locked_set() -> None:
+    """pyspark is an extra: an image without it has no spark-submit for the workers and Airflow."""
+    syncs = [line for line in (DOCKER / "Dockerfile").read_text().splitlines() if "uv sync" in line]
+    assert syncs
+    assert all("--locked" in line and "--extra spark" in line for line in syncs)
