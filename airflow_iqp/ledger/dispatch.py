@@ -157,6 +157,30 @@ def heartbeat(session: Session, lease: Lease, now: datetime) -> Lease | None:
     return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
 
 
+def confirm(session: Session, lease: Lease, now: datetime) -> Lease | None:
+    """Extend the lease only while it is live (same holder and fence, not expired): the check a
+    job makes right before committing its output. Unlike `heartbeat`, an expired lease nobody
+    has reclaimed yet is not revived, so no output is committed after the lease ran out; and
+    since a grant reclaims only expired leases, a confirmed one cannot move for `lease_seconds`.
+    """
+    seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == lease.request))
+    if seconds is None:
+        return None
+    expires = now + timedelta(seconds=seconds)
+    moved = _changed(
+        session,
+        update(Resource)
+        .where(
+            Resource.id == lease.resource,
+            Resource.fence == lease.fence,
+            Resource.holder_id == lease.request,
+            Resource.lease_expires >= now,
+        )
+        .values(lease_expires=expires),
+    )
+    return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
+
+
 def release(session: Session, lease: Lease, now: datetime) -> bool:
     """Give the resource back; False if the lease had already been lost."""
     freed = _changed(

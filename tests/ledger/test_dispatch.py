@@ -240,6 +240,27 @@ def test_a_heartbeat_extends_the_lease_so_it_is_not_reclaimed(ledger_db: str) ->
         assert dispatch.heartbeat(s, extended, _s(52)) is None
 
 
+def test_confirm_extends_only_a_live_lease_so_nothing_commits_after_it_ran_out(ledger_db: str) -> None:
+    """A holder checks its lease before committing: an expired one fails the check even while
+    nobody has reclaimed it (a heartbeat would revive it), and so does one granted on."""
+    a, b = _waiting(ledger_db, ["qa", "qb"])
+    (lease,) = _grant(ledger_db, T0)
+    with session_scope(ledger_db) as s:
+        confirmed = dispatch.confirm(s, lease, _s(29))
+    assert confirmed == Lease(a, 0, 1, _s(59))
+    assert _grant(ledger_db, _s(40)) == []  # a confirmed lease is not reclaimed
+    with session_scope(ledger_db) as s:
+        assert dispatch.confirm(s, confirmed, _s(60)) is None  # expired, though still a's
+    with session_scope(ledger_db) as s:
+        resource = s.get(Resource, 0)
+        assert resource is not None
+        assert (resource.holder_id, resource.lease_expires) == (a, _s(59))  # not extended
+    (taken,) = _grant(ledger_db, _s(61))
+    assert (taken.request, taken.fence) == (b, 2)
+    with session_scope(ledger_db) as s:
+        assert dispatch.confirm(s, confirmed, _s(62)) is None  # b's now: a different holder and fence
+
+
 def test_release_frees_the_resource_for_the_next_request(ledger_db: str) -> None:
     a, b = _waiting(ledger_db, ["qa", "qb"])
     (first,) = _grant(ledger_db, T0)
