@@ -109,11 +109,13 @@ def _locations(stream: StreamInput) -> list[str]:
 
 
 def _count_all_columns(df: DataFrame) -> int:
-    """Rows of `df`, parsing every column (a nullable column's count needs its values)."""
-    from pyspark.sql import functions as F
+    """Rows of `df`, parsing every column (a nullable column's count needs its values).
 
+    SQL expressions rather than `pyspark.sql.functions`, whose classic or Connect flavour is
+    chosen per process, not per session.
+    """
     quoted = ["`" + c.replace("`", "``") + "`" for c in df.columns]
-    row = df.select(F.count(F.lit(1)), *[F.count(F.col(c)) for c in quoted]).first()
+    row = df.selectExpr("count(1)", *[f"count({c})" for c in quoted]).first()
     return int(row[0]) if row is not None else 0
 
 

@@ -22,7 +22,9 @@ from airflow_iqp.spark.jobs.locations import local_path, spark_location
 from airflow_iqp.spark.jobs.spec import MergeSpec, read_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from pyspark.sql import SparkSession
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -67,15 +69,19 @@ def check_partials(name: str, partials: Sequence[Path]) -> dict[str, int]:
     return rows
 
 
-def run(spec: MergeSpec) -> dict[str, Any]:
-    """Check, merge and commit; returns the commit marker."""
+def run(
+    spec: MergeSpec, spark: SparkSession | None = None, before_commit: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Check, merge and commit; returns the commit marker. `spark` and `before_commit` as in
+    `partial_job.run`.
+    """
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.runner import run_merge
 
     decomposition = load_decomposition(local_path(spec.query), spec.streams)
     partials = [local_path(p) for p in spec.partials]
     input_rows = check_partials(spec.name, partials)
-    spark = session(f"iqp-merge-{spec.name}")
+    spark = spark or session(f"iqp-merge-{spec.name}")
     result = run_merge(spark, decomposition, [spark.read.parquet(spark_location(p)) for p in partials])
     marker = {
         "kind": JobKind.MERGE.value,
@@ -83,7 +89,7 @@ def run(spec: MergeSpec) -> dict[str, Any]:
         "partials": [str(p) for p in partials],
         "input_rows": input_rows,
     }
-    return write_committed(result.coalesce(1), local_path(spec.output), marker)
+    return write_committed(result.coalesce(1), local_path(spec.output), marker, before_commit)
 
 
 if __name__ == "__main__":

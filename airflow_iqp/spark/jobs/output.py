@@ -3,6 +3,8 @@
 The output is written beside its target under a dot-name, the marker `_IQP_COMMITTED` is added,
 then the directory is renamed into place, replacing an earlier attempt at the same batch. So a
 retry replaces its output rather than adding a second one, and a crash leaves no marked output.
+A job run in the Airflow task (Spark Connect) checks its lease right before the rename: a job
+that lost it commits nothing.
 """
 
 from __future__ import annotations
@@ -20,13 +22,20 @@ from airflow_iqp.spark.jobs.common import JobError
 from airflow_iqp.spark.jobs.locations import spark_location
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import DataFrame
 
 MARKER = "_IQP_COMMITTED"  # Spark skips `_`-files when reading the directory
 
 
-def write_committed(df: DataFrame, target: Path, marker: dict[str, Any]) -> dict[str, Any]:
-    """Write `df` as Parquet to `target` with `marker` plus the written row count; returns the marker."""
+def write_committed(
+    df: DataFrame, target: Path, marker: dict[str, Any], before_commit: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Write `df` as Parquet to `target` with `marker` plus the written row count; returns the marker.
+
+    `before_commit` runs just before the rename; if it raises, the written output is deleted.
+    """
     target = Path(target).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(target, "tmp")
@@ -35,6 +44,8 @@ def write_committed(df: DataFrame, target: Path, marker: dict[str, Any]) -> dict
         rows = sum(pq.read_metadata(part).num_rows for part in tmp.glob("*.parquet"))  # footers: no Spark pass
         marker = {**marker, "rows": rows, "committed_at": datetime.now(UTC).isoformat()}
         (tmp / MARKER).write_text(json.dumps(marker, indent=2) + "\n")
+        if before_commit is not None:
+            before_commit()
         replace_dir(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -19,15 +19,17 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.constants import JobKind
 from airflow_iqp.atomic import write_json
+from airflow_iqp.constants import JobKind
 from airflow_iqp.spark.jobs.common import BAD_INPUT, CORRUPT_INPUT, JobError, load_decomposition, run_script, session
 from airflow_iqp.spark.jobs.inputs import CorruptInput, check_exist, parquet_rows
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec, read_spec
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
+
+    from pyspark.sql import SparkSession
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -56,8 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run(spec: PartialSpec) -> dict[str, Any]:
-    """Check, compute and commit; returns the commit marker."""
+def run(
+    spec: PartialSpec, spark: SparkSession | None = None, before_commit: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Check, compute and commit; returns the commit marker. `spark` is the session to run in
+    (a Spark Connect job's), by default this process's; `before_commit` runs just before the
+    output is renamed into place (`output.write_committed`).
+    """
     from airflow_iqp.spark.jobs.inputs import read_static, read_stream, spark_failures, spark_rows, unreadable_files
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.rewrite import referenced_tables
@@ -81,7 +88,7 @@ def run(spec: PartialSpec) -> dict[str, Any]:
         if stream.format == "parquet":
             rows[name], unreadable = parquet_rows(name, stream)
             corrupt += unreadable
-    spark = session(f"iqp-partial-{spec.name}")
+    spark = spark or session(f"iqp-partial-{spec.name}")
     static = {name: read_static(spark, name, table) for name, table in spec.static.items()}
     for name, stream in streams.items():
         if stream.format != "parquet":
@@ -99,7 +106,7 @@ def run(spec: PartialSpec) -> dict[str, Any]:
         "input_rows": rows,
     }
     try:
-        return write_committed(result, local_path(spec.output), marker)
+        return write_committed(result, local_path(spec.output), marker, before_commit)
     except spark_failures():
         corrupt = [c for name, stream in streams.items() for c in unreadable_files(spark, name, stream)]
         if not corrupt:

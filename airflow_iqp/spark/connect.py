@@ -1,0 +1,80 @@
+"""One job on a Spark Connect server: its own session, tagged, interruptible from another thread.
+
+Every attempt of a job gets a new server-side session (a fresh `session_id` in the URL), so
+nothing of an earlier attempt (temp views, SQL confs) leaks into it, and `stop()` releases
+exactly that session. The session's operations carry the job's tag; `interrupt()` cancels
+them from any thread (the lease keeper calls it when the lease is lost). Tags are
+thread-local in the client, so the job must run in the thread that opened the session.
+
+The Connect client's builder is used directly rather than through `pyspark.sql.SparkSession`,
+which would mark the whole process as a Connect process (`SPARK_CONNECT_MODE_ENABLED`) and
+turn a classic session in the same process (the tests', the verifier's) into a broken one.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from pyspark.sql import SparkSession
+
+
+def session_url(base: str, session_id: str) -> str:
+    """`base` (`sc://host:port/;token=...`, as the Spark provider's SparkConnectHook builds it)
+    with the session id added; ValueError if `base` names one already.
+    """
+    if "session_id=" in base:
+        raise ValueError(f"the Spark Connect URL {base!r} names a session_id: each job attempt makes its own")
+    if not base.startswith("sc://"):
+        raise ValueError(f"a Spark Connect URL starts with sc://, got {base!r}")
+    base = base.rstrip(";")
+    if ";" not in base and not base.endswith("/"):
+        base += "/"  # parameters follow the (empty) path
+    return f"{base};session_id={session_id}"
+
+
+class ConnectJob:
+    """A Connect session for one job attempt, as a context manager: `with ConnectJob(url, tag)
+    as job: partial_job.run(spec, job.spark, ...)`.
+    """
+
+    def __init__(self, url: str, tag: str) -> None:
+        self.session_id = str(uuid.uuid4())
+        self.url = session_url(url, self.session_id)
+        self.tag = tag
+        self._spark: SparkSession | None = None
+
+    @property
+    def spark(self) -> SparkSession:
+        """The job's session; only inside the `with` block."""
+        if self._spark is None:
+            raise RuntimeError("the Connect session is open only inside `with ConnectJob(...)`")
+        return self._spark
+
+    def __enter__(self) -> ConnectJob:
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        spark = ConnectSession.builder.remote(self.url).create()
+        try:
+            spark.addTag(self.tag)
+        except BaseException:
+            spark.stop()
+            raise
+        # The Connect session has the classic session's API without subclassing it.
+        self._spark = cast("SparkSession", spark)
+        return self
+
+    def interrupt(self) -> list[str]:
+        """Cancel the job's running Spark operations (from any thread); their ids."""
+        spark = self._spark
+        return [] if spark is None else spark.interruptTag(self.tag)
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        spark, self._spark = self._spark, None
+        if spark is not None:
+            spark.stop()  # releases this session only; other jobs' sessions on the server go on
