@@ -18,6 +18,7 @@ COMMAND_MODULES = (
     "airflow_iqp.commands.db",
     "airflow_iqp.commands.simulate",
     "airflow_iqp.commands.result",
+    "airflow_iqp.commands.connect_server",
 )
 
 

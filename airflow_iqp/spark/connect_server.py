@@ -1,0 +1,278 @@
+"""A Spark Connect server from the pyspark wheel: start it, find it, stop it.
+
+The wheel ships the server (`jars/spark-connect_*.jar`) but not Spark's
+`sbin/start-connect-server.sh`, which only runs spark-submit with the server's class; so does
+`start`. The server listens on loopback only unless told otherwise, and asks for a token
+(`SPARK_CONNECT_AUTHENTICATE_TOKEN`; clients send it as `;token=` in the URL, in the clear only
+to the host `localhost`, otherwise they insist on TLS). A client that dies mid-job leaves its
+execution running until the server's detached-execution timeout: 30 s plus a 5 s sweep here,
+below the dispatcher's lease (`[iqp] lease_seconds`, 60 s by default), so a dead task's Spark
+work stops before its resource is granted on. The state directory holds the pid, the port, the
+token (mode 0600) and the server's log; the server leads its own process group, which `stop`
+ends.
+
+Nothing here imports pyspark: the server is a JVM, and the Airflow side needs no Spark to run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from airflow_iqp.exceptions import IqpError
+from airflow_iqp.settings import airflow_home, spark_local_ip
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002
+DEFAULT_MASTER = "local[2]"
+LOOPBACK = "127.0.0.1"
+CLIENT_HOST = "localhost"  # the one host a client sends a token to without TLS
+DETACHED_TIMEOUT = "30s"
+MAINTENANCE_INTERVAL = "5s"
+STATE_FILE, TOKEN_FILE, LOG_FILE = "server.json", "token", "server.log"
+
+
+class ConnectServerError(IqpError):
+    """The server did not start, or is not where its state directory says; the message says why."""
+
+
+def default_state_dir() -> Path:
+    """Where `iqp connect-server` keeps its state unless told otherwise."""
+    return airflow_home() / "iqp-connect-server"
+
+
+@dataclass(frozen=True)
+class ConnectServer:
+    """A started server, as its state directory records it."""
+
+    pid: int
+    port: int
+    master: str
+    state_dir: Path
+    token: str | None
+
+    @property
+    def url(self) -> str:
+        """The client URL without the token (safe to print)."""
+        return f"sc://{CLIENT_HOST}:{self.port}"
+
+    @property
+    def url_with_token(self) -> str:
+        """The client URL a job connects with."""
+        return self.url + (f"/;token={self.token}" if self.token else "")
+
+    @property
+    def log(self) -> Path:
+        """The server's stdout and stderr."""
+        return self.state_dir / LOG_FILE
+
+    def connection(self) -> dict[str, object]:
+        """The Airflow connection (`spark_connect` type) that points at this server, as JSON fields."""
+        fields: dict[str, object] = {"conn_type": "spark_connect", "host": CLIENT_HOST, "port": self.port}
+        return fields | ({"password": self.token} if self.token else {})
+
+    def alive(self) -> bool:
+        """Whether the recorded process is still this server (not a reused pid)."""
+        try:
+            cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+        return SERVER_CLASS.encode() in cmdline
+
+    def answers(self) -> bool:
+        """Whether the server's port accepts connections."""
+        return port_answers(self.port)
+
+
+def port_answers(port: int, host: str = LOOPBACK) -> bool:
+    """Whether something listens on `host:port`."""
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for a private server: tests, fitting, the demo)."""
+    with socket.socket() as probe:
+        probe.bind((LOOPBACK, 0))
+        return int(probe.getsockname()[1])
+
+
+def command(port: int, master: str, bind: str, driver_memory: str) -> list[str]:
+    """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it."""
+    confs = {
+        "spark.connect.grpc.binding.address": bind,
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
+        "spark.connect.execute.manager.maintenanceInterval": MAINTENANCE_INTERVAL,
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+    }
+    spark_submit = str(Path(sys.executable).with_name("spark-submit"))
+    args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
+    args += ["--driver-memory", driver_memory]
+    for key, value in confs.items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def environment(token: str | None, bind: str) -> dict[str, str]:
+    """The server's environment: classic spark-submit (not Connect mode), this interpreter (which
+    finds the wheel's SPARK_HOME and would run Python workers), the token, and a driver on
+    loopback when the server listens there only (one listening further leaves the driver's
+    address to Spark, so a cluster's executors can reach it).
+    """
+    env = {
+        **os.environ,
+        "SPARK_CONNECT_MODE": "0",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+    if bind == LOOPBACK:
+        env["SPARK_LOCAL_IP"] = spark_local_ip()
+    env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
+    if token:
+        env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
+    return env
+
+
+def status(state_dir: Path) -> ConnectServer | None:
+    """The server the state directory records, if its process is still running."""
+    try:
+        state = json.loads((state_dir / STATE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    token_file = state_dir / TOKEN_FILE
+    server = ConnectServer(
+        pid=int(state["pid"]),
+        port=int(state["port"]),
+        master=str(state["master"]),
+        state_dir=state_dir,
+        token=token_file.read_text().strip() if token_file.is_file() else None,
+    )
+    return server if server.alive() else None
+
+
+def start(
+    state_dir: Path,
+    *,
+    port: int = DEFAULT_PORT,
+    master: str = DEFAULT_MASTER,
+    token: str | None = None,
+    authenticate: bool = True,
+    bind: str = LOOPBACK,
+    driver_memory: str = "2g",
+    timeout: float = 180.0,
+) -> ConnectServer:
+    """Start the server in the background and return once its port answers.
+
+    Without `token` one is generated (unless `authenticate` is off: a trusted network only).
+    """
+    running = status(state_dir)
+    if running is not None:
+        raise ConnectServerError(
+            f"a Spark Connect server is already running from {state_dir} (pid {running.pid}, {running.url}); "
+            "stop it first (`iqp connect-server stop`)"
+        )
+    if port_answers(port):
+        raise ConnectServerError(f"port {port} is in use: pick another with --port")
+    token = (token or secrets.token_urlsafe(24)) if authenticate else None
+    state_dir.mkdir(parents=True, exist_ok=True)
+    _write_token(state_dir / TOKEN_FILE, token)
+    with (state_dir / LOG_FILE).open("wb") as log:
+        process = subprocess.Popen(
+            command(port, master, bind, driver_memory),
+            env=environment(token, bind),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: `stop` ends the JVM and the launcher
+        )
+    (state_dir / STATE_FILE).write_text(json.dumps({"pid": process.pid, "port": port, "master": master}) + "\n")
+    server = ConnectServer(process.pid, port, master, state_dir, token)
+    give_up = time.monotonic() + timeout
+    while not port_answers(port):
+        if process.poll() is not None:
+            raise ConnectServerError(f"the Spark Connect server exited with {process.returncode}:\n{_tail(server.log)}")
+        if time.monotonic() > give_up:
+            _stop_group(process.pid, grace=10)
+            raise ConnectServerError(f"the Spark Connect server did not answer within {timeout:g} s; see {server.log}")
+        time.sleep(0.25)
+    return server
+
+
+def run_foreground(*, port: int, master: str, bind: str, driver_memory: str, token: str | None) -> None:
+    """Replace this process with the server (a container's main process)."""
+    args = command(port, master, bind, driver_memory)
+    os.execve(args[0], args, environment(token, bind))
+
+
+def stop(state_dir: Path, grace: float = 30.0) -> ConnectServer | None:
+    """Stop the server the state directory records (its whole process group); None if none runs."""
+    server = status(state_dir)
+    if server is not None:
+        _stop_group(server.pid, grace)
+    (state_dir / STATE_FILE).unlink(missing_ok=True)
+    return server
+
+
+@contextmanager
+def running(state_dir: Path, *, master: str = DEFAULT_MASTER, driver_memory: str = "2g") -> Iterator[ConnectServer]:
+    """A private server on a free port for the `with` block (fitting, tests, benchmarks)."""
+    server = start(state_dir, port=free_port(), master=master, driver_memory=driver_memory)
+    try:
+        yield server
+    finally:
+        stop(state_dir)
+
+
+def _write_token(path: Path, token: str | None) -> None:
+    path.unlink(missing_ok=True)
+    if token is None:
+        return
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        out.write(token + "\n")
+
+
+def _stop_group(pgid: int, grace: float) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after `grace` seconds."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(pgid, sig)
+        except ProcessLookupError:
+            return
+        give_up = time.monotonic() + wait
+        while time.monotonic() < give_up:
+            try:
+                os.waitpid(pgid, os.WNOHANG)  # reap it if it is our child
+            except ChildProcessError:
+                pass
+            try:
+                os.killpg(pgid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.25)
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {log})"
