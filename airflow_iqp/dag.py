@@ -127,7 +127,7 @@ def intermittent_query(
         ),
         **dag_kwargs,
     ) as dag:
-        plan = PlanWindowOperator(task_id="plan", declaration=declaration)
+        plan = PlanWindowOperator(task_id="plan", declaration=declaration, spark_conn_id=spark_conn_id)
         partials = PartialAggregateOperator.partial(
             task_id="partial_aggregate",
             declaration=declaration,

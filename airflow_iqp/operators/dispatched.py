@@ -1,4 +1,4 @@
-"""A spark-submit that runs only while it holds a lease on the shared Spark resource.
+"""A Spark job that runs only while it holds a lease on the shared Spark resource.
 
 Every partial batch and merge of every IQP DAG queues in the ledger (ledger/dispatch.py). The
 task registers its request and, in the same transaction, grants whatever the policy prefers.
@@ -8,11 +8,21 @@ grants itself. While the job runs, a thread heartbeats the lease; if the lease i
 (the worker stalled past its expiry and the resource went on), the job is killed and the task
 fails, to be retried. When the job ends the lease is released and the next request granted.
 
+The type of the Spark connection (`iqp_spark` by default) picks the execution path:
+- `spark`: one `spark-submit` application per job (the operator's SparkSubmitOperator side);
+  losing the lease kills the application.
+- `spark_connect`: the job runs in this task against a Spark Connect server, in a session of
+  its own per attempt (URL from the Spark provider's SparkConnectHook, plus a new session id),
+  its operations tagged `iqp-r<request>-f<fence>`. Losing the lease interrupts the tag, and the
+  job confirms its lease right before renaming its output into place, so a job that lost it
+  commits nothing.
+
 The policy, resource count and lease length are Airflow config, section [iqp] (airflow_iqp.settings).
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,11 +30,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
-from airflow_iqp.constants import BatchReason, JobKind, RequestState
-from airflow_iqp.exceptions import LeaseLostError
+from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, RequestState
+from airflow_iqp.exceptions import InvalidSetting, LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
 from airflow_iqp.operators.window import JOBS_DIR
 from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
+from airflow_iqp.spark.jobs.spec import PartialSpec
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 
 if TYPE_CHECKING:
@@ -35,6 +47,24 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.ledger.dispatch import Lease
+    from airflow_iqp.spark.connect import ConnectJob
+    from airflow_iqp.spark.jobs.spec import MergeSpec
+
+PATH_OF_CONN_TYPE = {"spark": ExecutionPath.SPARK_SUBMIT, "spark_connect": ExecutionPath.SPARK_CONNECT}
+
+
+def execution_path(conn_id: str) -> ExecutionPath:
+    """The path the Spark connection's type picks; read in the task, through the Task SDK."""
+    from airflow.sdk import BaseHook
+
+    conn_type = BaseHook.get_connection(conn_id).conn_type
+    try:
+        return PATH_OF_CONN_TYPE[conn_type or ""]
+    except KeyError:
+        raise InvalidSetting(
+            f"connection {conn_id!r} has type {conn_type!r}: IQP jobs run on type 'spark' (spark-submit, host = the "
+            "master) or 'spark_connect' (a Spark Connect server, e.g. `iqp connect-server start`)"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -52,8 +82,16 @@ class ResourceRequest:
 
 class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     """Subclasses say what to ask for (`resource_request`) and what to run with the lease
-    (`run_granted`); this class does the queueing, waiting, heartbeating and releasing.
+    (`run_granted`); this class does the queueing, waiting, heartbeating and releasing, and
+    runs each Spark job on the path the connection picks (`run_spark_job`).
     """
+
+    _keeper: _LeaseKeeper | None = None  # while the lease is held
+    _connect_job: ConnectJob | None = None  # while a job runs on Spark Connect
+
+    def execution_path(self) -> ExecutionPath:
+        """spark-submit or Spark Connect, by the type of this task's Spark connection."""
+        return execution_path(self._conn_id)
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """What this job asks the dispatcher for, ranked by its window."""
@@ -63,15 +101,65 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         """Run the job; called only while this task holds the lease."""
         raise NotImplementedError
 
-    def run_spark_job(self, context: Context, job: str, spec_json: str, spec_file: Path, *args: str) -> None:
-        """Run one Spark job (`partial_job.py` or `merge_job.py`) on its spec; call it only while
-        holding the lease (from `run_granted`).
+    def run_spark_job(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+        """Run the partial or merge job of `spec`; call it only while holding the lease (from
+        `run_granted`). The spec is written to `spec_file` on either path, as the record of what
+        ran. Input files the job cannot read are raised as the jobs' `CorruptInput`.
         """
-        spec_file.write_text(spec_json)
-        self.application = str(JOBS_DIR / job)
-        self.application_args = ["--spec", str(spec_file), *args]
+        if self._keeper is None:
+            raise RuntimeError(f"{self.task_id}: a Spark job may run only under the dispatcher's lease")
+        spec_file.write_text(spec.to_json())
+        if self.execution_path() is ExecutionPath.SPARK_CONNECT:
+            self._run_on_connect(spec, self._keeper)
+        else:
+            self._submit(context, spec, spec_file)
+
+    def _submit(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+        """spark-submit the job's script; unreadable inputs come back in its report file."""
+        partial = isinstance(spec, PartialSpec)
+        report = spec_file.with_name(spec_file.name.replace(".spec.json", ".report.json"))
+        report.unlink(missing_ok=True)
+        self.application = str(JOBS_DIR / ("partial_job.py" if partial else "merge_job.py"))
+        self.application_args = ["--spec", str(spec_file), *(["--report", str(report)] if partial else [])]
         self._hook = None  # the hook is built from the application and its arguments
-        SparkSubmitOperator.execute(self, context)
+        try:
+            SparkSubmitOperator.execute(self, context)
+        except Exception:
+            if not report.is_file():
+                raise
+            corrupt = [CorruptFile(**entry) for entry in json.loads(report.read_text()).get("corrupt", [])]
+            if not corrupt:
+                raise
+            raise CorruptInput(corrupt) from None
+
+    def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: _LeaseKeeper) -> None:
+        """The job in this thread, in a Connect session of its own, tagged with its lease."""
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+        from airflow_iqp.spark.connect import ConnectJob
+        from airflow_iqp.spark.jobs import merge_job, partial_job
+
+        lease = keeper.lease
+        url = SparkConnectHook(self._conn_id).get_connection_url()
+        with ConnectJob(url, f"iqp-r{lease.request}-f{lease.fence}") as job:
+            self.log.info("Spark Connect session %s, operations tagged %s", job.session_id, job.tag)
+            self._connect_job = job
+            try:
+                if isinstance(spec, PartialSpec):
+                    partial_job.run(spec, job.spark, before_commit=keeper.confirm)
+                else:
+                    merge_job.run(spec, job.spark, before_commit=keeper.confirm)
+            finally:
+                self._connect_job = None
+
+    def on_kill(self) -> None:
+        """Interrupt the running Connect job's operations, else kill the spark-submit application."""
+        job = self._connect_job
+        if job is None:
+            super().on_kill()
+            return
+        interrupted = job.interrupt()
+        self.log.warning("interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), job.tag)
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """A request to queue in the transaction that releases the resource after a successful
@@ -129,11 +217,19 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
         keeper = _LeaseKeeper(lease, settings.lease_seconds / 4, on_lost=self.on_kill, log=self.log)
         keeper.start()
+        self._keeper = keeper
         succeeded = False
         try:
             result = self.run_granted(context)
             succeeded = True
+        except Exception as err:
+            if keeper.lost and not isinstance(err, LeaseLostError):  # the job failed because it was killed
+                raise LeaseLostError(
+                    f"lost the lease on resource {lease.resource} while the job ran; the job was stopped"
+                ) from err
+            raise
         finally:
+            self._keeper = None
             keeper.stop()
             now = datetime.now(UTC)
             with session_scope() as session:
@@ -193,6 +289,17 @@ class _LeaseKeeper(threading.Thread):
                 self.on_lost()
                 return
             self.lease = extended
+
+    def confirm(self) -> None:
+        """LeaseLostError unless the lease is still live; a job calls it right before committing."""
+        with session_scope() as session:
+            confirmed = dispatch.confirm(session, self.lease, datetime.now(UTC))
+        if confirmed is None or self.lost:
+            raise LeaseLostError(
+                f"the lease of request {self.lease.request} on resource {self.lease.resource} ran out before the "
+                "job committed its output; nothing was committed"
+            )
+        self.lease = confirmed
 
     def stop(self) -> None:
         self._stop_event.set()

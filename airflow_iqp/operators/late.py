@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, FileStatus, JobKind, OnLate, WindowStatus
+from airflow_iqp.constants import BatchReason, BatchStatus, FileStatus, JobKind, OnLate, WindowStatus
 from airflow_iqp.costs import observe
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
     from airflow_iqp.streams.files import DataFile
 
 LATE_SLOT = -2  # the late re-merge's slot in dispatcher requests
-PATH = ExecutionPath.SPARK_SUBMIT
 MERGE_STARTED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
@@ -148,7 +147,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         started = datetime.now(UTC)
         try:
             spec = partial_spec(decl, batch.files or {}, output, {})
-            self.run_spark_job(context, "partial_job.py", spec.to_json(), output.with_suffix(".spec.json"))
+            self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
         except BaseException:
             with session_scope() as session:
                 store.fail_batch(session, window_id, index)
@@ -159,12 +158,11 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
             store.finish_batch(
                 session, window_id, index, started, ended, rows, (ended - started).total_seconds(), str(output)
             )
-            observe(session, decl, PATH, JobKind.PARTIAL, rows, (ended - started).total_seconds())
+            observe(session, decl, self.execution_path(), JobKind.PARTIAL, rows, (ended - started).total_seconds())
             summary = store.window_summary(session, window_id)
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
         committed = directory / f"result-{ended:%Y%m%dT%H%M%S}"
-        spec_json = merge_spec(decl, partials, committed).to_json()
-        self.run_spark_job(context, "merge_job.py", spec_json, committed.with_suffix(".spec.json"))
+        self.run_spark_job(context, merge_spec(decl, partials, committed), committed.with_suffix(".spec.json"))
         marker = read_marker(committed)
         target = decl.output.render(
             dag_id=decl.dag_id, query=decl.name, window_start=summary.window_start, window_end=summary.window_end

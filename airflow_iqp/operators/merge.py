@@ -1,4 +1,4 @@
-"""`final_merge`: once every batch is done, spark-submit the merge job over the committed
+"""`final_merge`: once every batch is done, run the merge job over the committed
 partials, publish the result where the DAG declared, and announce it as an Asset event. It
 queues with the dispatcher like a batch, ranked by its own cost.
 """
@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, WindowStatus
+from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, WindowStatus
 from airflow_iqp.costs import observe, planning_model
 from airflow_iqp.declaration import merge_costs
 from airflow_iqp.ledger import session_scope, store
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from airflow_iqp.declaration import CostModel, Declaration
 
 MERGE_SLOT = -1  # the merge's slot in dispatcher requests: partials use their map index
-PATH = ExecutionPath.SPARK_SUBMIT
 
 
 def merge_request(declaration: Declaration, window: store.WindowSummary, model: CostModel | None) -> ResourceRequest:
@@ -76,9 +75,10 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """See `merge_request`."""
+        path = self.execution_path()
         with session_scope() as session:
             window = store.window_summary(session, int(self.window_id))
-            return merge_request(self.declaration, window, planning_model(session, self.declaration, PATH))
+            return merge_request(self.declaration, window, planning_model(session, self.declaration, path))
 
     def run_granted(self, context: Context) -> str:
         """Merge the committed partials, publish the result, close the window in the ledger."""
@@ -90,10 +90,11 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
         committed = window_dir(Path(self.work_dir), decl.dag_id, start) / "result"
         committed.parent.mkdir(parents=True, exist_ok=True)
-        spec_json = merge_spec(decl, partials, committed).to_json()
+        spec = merge_spec(decl, partials, committed)
+        path = self.execution_path()
         started = datetime.now(UTC)
         try:
-            self.run_spark_job(context, "merge_job.py", spec_json, committed.with_suffix(".spec.json"))
+            self.run_spark_job(context, spec, committed.with_suffix(".spec.json"))
         except BaseException:
             with session_scope() as session:
                 store.record_merge(session, window_id, datetime.now(UTC), None, None, status=WindowStatus.FAILED)
@@ -121,7 +122,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             met = store.record_merge(session, window_id, finished, rows, str(committed))
             store.record_result(session, window_id, location, rows, finished)
-            observe(session, decl, PATH, JobKind.MERGE, len(partials), (merged - started).total_seconds())
+            observe(session, decl, path, JobKind.MERGE, len(partials), (merged - started).total_seconds())
         context["outlet_events"][self.result].extra = {
             "window_start": start.isoformat(),
             "window_end": end.isoformat(),

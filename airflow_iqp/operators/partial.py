@@ -1,5 +1,6 @@
 """`partial_aggregate`: one mapped task per batch (static) or batch slot (dynamic), a deferrable
-spark-submit of the partial job that runs only with a lease from the dispatcher.
+run of the partial job (spark-submit or Spark Connect) that runs only with a lease from the
+dispatcher.
 
 Static mode: the task waits in the triggerer until the window holds the batch's units (or its
 input is final), then queues. Dynamic mode: the slot waits until a batch is eligible
@@ -14,7 +15,6 @@ runs again on the rest.
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, OnCorrupt
+from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, OnCorrupt
 from airflow_iqp.costs import observe, planning_model
 from airflow_iqp.declaration import file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
@@ -33,6 +33,8 @@ from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, Reso
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, describe, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.slots import SlotAction, SlotSpec, decide
+from airflow_iqp.spark.jobs.inputs import CorruptFile
+from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
 from airflow_iqp.streams.quarantine import quarantine
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
@@ -45,8 +47,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
-
-PATH = ExecutionPath.SPARK_SUBMIT
 
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
@@ -127,9 +127,10 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Ranked by the window's deadline and the work the window still needs, merge included."""
         decl = self.declaration
         selection = self.window_input.look() if self.is_slot else None
+        path = self.execution_path()
         with session_scope() as session:
             window = store.window_summary(session, self.batch["window_id"])
-            model = planning_model(session, decl, PATH)
+            model = planning_model(session, decl, path)
             if selection is not None:
                 spec = SlotSpec.from_dict(self.batch)
                 decision = decide(session, spec, selection, time.time())
@@ -192,48 +193,36 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         seconds = (ended - started).total_seconds()
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
-            observe(session, self.declaration, PATH, JobKind.PARTIAL, rows, seconds)
+            observe(session, self.declaration, self.execution_path(), JobKind.PARTIAL, rows, seconds)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
 
     def _run_job(
         self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path
     ) -> None:
-        """spark-submit the partial job over `files`; quarantine unreadable files when declared to."""
+        """Run the partial job over `files`; quarantine unreadable files when declared to."""
         decl = self.declaration
         while True:
             spec = partial_spec(decl, files, output, schema_files=_schema_files(selection))
-            report = output.with_name(f"{output.name}.report.json")
-            report.unlink(missing_ok=True)
-            spec_json = spec.to_json()
             try:
-                self.run_spark_job(
-                    context, "partial_job.py", spec_json, output.with_suffix(".spec.json"), "--report", str(report)
-                )
+                self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
                 return
-            except Exception:
-                corrupt = json.loads(report.read_text()).get("corrupt", []) if report.is_file() else []
-                if not corrupt:
-                    raise
-                names = ", ".join(f"{c['file']} ({c['error']})" for c in corrupt)
+            except UnreadableInput as err:
+                names = ", ".join(f"{c.file} ({c.error})" for c in err.files)
                 if decl.on_corrupt is not OnCorrupt.QUARANTINE:
                     raise CorruptInput(f"batch {index}: unreadable input file(s): {names}") from None
-                files = self._quarantine(index, files, corrupt)
+                files = self._quarantine(index, files, err.files)
                 self.log.warning("batch %d: quarantined %s; running again on the rest", index, names)
 
-    def _quarantine(
-        self, index: int, files: dict[str, list[str]], corrupt: list[dict[str, str]]
-    ) -> dict[str, list[str]]:
+    def _quarantine(self, index: int, files: dict[str, list[str]], corrupt: list[CorruptFile]) -> dict[str, list[str]]:
         """Move each corrupt file aside and out of the batch; returns the batch's files left."""
         window_id = self.batch["window_id"]
         for entry in corrupt:
-            stream = entry["stream"]
-            uri = next((u for u in files.get(stream, []) if u.removeprefix("file://") == entry["file"]), entry["file"])
+            stream = entry.stream
+            uri = next((u for u in files.get(stream, []) if u.removeprefix("file://") == entry.file), entry.file)
             moved = quarantine(self.declaration.streams[stream], uri)
             with session_scope() as session:
-                store.quarantine_file(
-                    session, window_id, index, stream, uri, note=f"{entry['error']}; moved to {moved}"
-                )
+                store.quarantine_file(session, window_id, index, stream, uri, note=f"{entry.error}; moved to {moved}")
         with session_scope() as session:
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
         return batch.files or {}
@@ -249,7 +238,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
                 return None  # units are still to land or to be cut
         elif not self.window_input.look().final or self.batch["upto"] is not None:
             return None  # the last batch has yet to take the rest
-        return merge_request(self.declaration, window, planning_model(session, self.declaration, PATH))
+        return merge_request(self.declaration, window, planning_model(session, self.declaration, self.execution_path()))
 
     def _freeze(self, session: Session, selection: WindowSelection) -> int:
         """Static: this batch's files, frozen once (a retry keeps them)."""
@@ -273,7 +262,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             return index
         decision = decide(session, spec, selection, time.time())
         plan = store.window_summary(session, spec.window_id).plan
-        model = planning_model(session, self.declaration, PATH)
+        model = planning_model(session, self.declaration, self.execution_path())
         predicted = 0.0 if model is None else file_costs(model, plan["rows_per_file"]).cost(len(decision.take))
         first = _position(selection.units, decision.take[0]) if decision.take else 0
         return store.add_dynamic_batch(

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_iqp.constants import ExecutionPath, Mode
+from airflow_iqp.constants import Mode
 from airflow_iqp.costs import planning_model, planning_rate
 from airflow_iqp.declaration import dynamic_batching, merge_costs, plan_files
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.window_input import InputSpec
@@ -47,18 +48,21 @@ class PlannedBatch:
 
 
 class PlanWindowOperator(BaseOperator):
-    """Plans the run's window and returns one descriptor per batch (or dynamic slot)."""
+    """Plans the run's window and returns one descriptor per batch (or dynamic slot), with the
+    cost model of the execution path its jobs will run on (the type of `spark_conn_id`).
+    """
 
-    def __init__(self, *, declaration: Declaration, **kwargs: Any) -> None:
+    def __init__(self, *, declaration: Declaration, spark_conn_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.declaration = declaration
+        self.spark_conn_id = spark_conn_id
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         """Plan the run's window and record it; the descriptors are what `partial_aggregate` maps over."""
         decl = self.declaration
         start, end = run_window(context)
         window_input = InputSpec.of(decl.streams, start, decl.window)
-        path = ExecutionPath.SPARK_SUBMIT
+        path = execution_path(self.spark_conn_id)
         final_at = end + max(s.lateness for s in decl.streams.values())
         with session_scope() as session:
             self.register(session)

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, plan_files
+from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.slots import SlotSpec
@@ -43,9 +44,10 @@ def future_window() -> datetime:
 
 @pytest.fixture
 def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The task's ledger connection, as a worker gets it."""
+    """The task's ledger connection, as a worker gets it, and a spark-submit Spark connection."""
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     return url
 
 
@@ -67,7 +69,7 @@ def declaration(tmp_path: Path, **overrides: Any) -> Declaration:
 
 def plan(decl: Declaration, start: datetime, run_id: str = "scheduled__w") -> list[dict[str, Any]]:
     context = cast("Context", {"data_interval_start": start, "data_interval_end": start + WINDOW, "run_id": run_id})
-    return PlanWindowOperator(task_id="plan", declaration=decl).execute(context)
+    return PlanWindowOperator(task_id="plan", declaration=decl, spark_conn_id="iqp_spark").execute(context)
 
 
 def recorded(url: str, decl: Declaration, start: datetime) -> store.WindowSummary:
@@ -153,3 +155,35 @@ def test_dynamic_mode_hands_out_slots(tmp_path: Path, url: str) -> None:
     assert window.id == slots[0].window_id
     assert window.plan["mode"] == "dynamic"
     assert window.batches == ()  # slots cut their batches when granted
+
+
+def test_the_spark_connections_type_picks_the_cost_model_of_its_path(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One window each on spark-submit and on Spark Connect, where jobs cost a tenth: each is
+    planned with its own path's section of the same model file."""
+    connect = {"partial": {"points": [[430, 0.65], [17200, 2.6]]}, "merge": {"points": [[1, 0.5], [8, 0.6]]}}
+    (tmp_path / "both.json").write_text(json.dumps({"paths": {**MODEL["paths"], "spark_connect": connect}}))
+    decl = declaration(tmp_path, cost_model="both.json")
+    start = future_window()
+    planned = {}
+    connections = {
+        ExecutionPath.SPARK_SUBMIT: {"conn_type": "spark", "host": "local[2]"},
+        ExecutionPath.SPARK_CONNECT: {"conn_type": "spark_connect", "host": "localhost", "port": 15002},
+    }
+    for path, conn in connections.items():
+        monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(conn))
+        window = start if path is ExecutionPath.SPARK_SUBMIT else start + WINDOW
+        planned[path] = [b["predicted_cost"] for b in plan(decl, window)]
+        expected = plan_files(decl, RATE, decl.fitted_model(path)).plan.batches
+        assert planned[path] == pytest.approx([b.cost for b in expected])
+    assert len(planned[ExecutionPath.SPARK_SUBMIT]) == 2
+    assert len(planned[ExecutionPath.SPARK_CONNECT]) == 1  # cheap jobs: one batch after the window
+
+
+def test_a_spark_connection_of_another_type_is_refused(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "livy", "host": "x"}))
+    with pytest.raises(InvalidSetting, match="'iqp_spark' has type 'livy'.*'spark'.*'spark_connect'"):
+        plan(declaration(tmp_path), future_window())
