@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 from airflow_iqp.constants import ExecutionPath, Mode, OnCorrupt, OnLate
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
-from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
+from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
 from airflow_iqp.results.template import OutputTemplate
 from airflow_iqp.sql import Decomposition, decompose
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 _E = TypeVar("_E", bound=StrEnum)
 EXAMPLE_COST_MODELS = Path(__file__).resolve().parent / "examples" / "cost_models"
 LEARN: Literal["learn"] = "learn"
+RUNS_ON = (ExecutionPath.SPARK_SUBMIT, ExecutionPath.SPARK_CONNECT)  # the paths a Spark connection picks
 
 
 class CostModel(Protocol):
@@ -215,11 +216,13 @@ def declare(
     on_late: OnLate | str = OnLate.RECORD,
     on_corrupt: OnCorrupt | str = OnCorrupt.FAIL,
     base_dir: Path | None = None,
-    execution_path: ExecutionPath = ExecutionPath.SPARK_SUBMIT,
+    execution_path: ExecutionPath | None = None,
 ) -> Declaration:
     """Check a declaration whole; the first problem found is raised as InvalidDeclaration.
 
-    `base_dir` is the DAG file's folder, against which a relative query path is resolved.
+    `base_dir` is the DAG file's folder, against which a relative query path is resolved. A
+    fitted cost model must meet the deadline on `execution_path`, or (None) on one of the paths
+    a Spark connection can pick that the file fits: which one runs is known only in the task.
     """
     try:
         definition = load_query(query, base_dir)
@@ -261,8 +264,20 @@ def declare(
         on_late=_choice(on_late, OnLate, "on_late"),
         on_corrupt=_choice(on_corrupt, OnCorrupt, "on_corrupt"),
     )
-    if isinstance(rate, ArrivalRate) and not declaration.learns_cost:
-        _check_feasible(declaration, rate, declaration.fitted_model(execution_path))
+    if isinstance(rate, ArrivalRate) and isinstance(declaration.cost_model, Path):
+        fitted = [p for p in fitted_paths(declaration.cost_model) if p in RUNS_ON]
+        paths = [execution_path] if execution_path else fitted
+        problems = []
+        for path in paths or [ExecutionPath.SPARK_SUBMIT]:  # a file fitting neither: the error names the section
+            try:
+                _check_feasible(declaration, rate, declaration.fitted_model(path))
+                break
+            except InvalidDeclaration as err:
+                problems.append((path, err))
+        else:
+            if len(problems) == 1:
+                raise problems[0][1]
+            raise InvalidDeclaration("; ".join(f"on {path.value}: {err}" for path, err in problems))
     return declaration
 
 

@@ -1,9 +1,10 @@
 """Fitted cost models on disk (cost_models/<query>.json): data, not code.
 
 The file holds what was measured and the fitted piecewise-linear models for each execution
-path (`in_process`: one shared Spark session; `spark_submit`: one application per batch),
-each with a `partial` model (seconds by tuples in a batch) and a `merge` model (seconds by
-number of partials).
+path (`in_process`: one shared Spark session; `spark_submit`: one application per batch;
+`spark_connect`: a session of its own per job on a Spark Connect server), each with a
+`partial` model (seconds by tuples in a batch) and a `merge` model (seconds by number of
+partials).
 """
 
 from __future__ import annotations
@@ -64,3 +65,13 @@ def load_cost_model(
         merge=_model(fitted.get(JobKind.MERGE.value), f"{where}.{JobKind.MERGE.value}"),
         source=path,
     )
+
+
+def fitted_paths(path: str | Path) -> tuple[ExecutionPath, ...]:
+    """The execution paths a model file has a section for (none if it cannot be read)."""
+    try:
+        document = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return ()
+    sections = document.get("paths") if isinstance(document, dict) else None
+    return tuple(p for p in ExecutionPath if isinstance(sections, dict) and p.value in sections)
