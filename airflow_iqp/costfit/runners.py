@@ -1,9 +1,11 @@
 """Running one partial or merge job and timing it, on each execution path.
 
-Both runners call the very jobs the scheduler runs (`partial_job`, `merge_job`), so a model
+Every runner calls the very jobs the scheduler runs (`partial_job`, `merge_job`), so a model
 is fitted to the work that will be planned, output commit included.
 `InProcessRunner` times the job alone in one shared session; `SubmitRunner` times the whole
-`spark-submit` process, since JVM and session start-up are paid by every batch on that path.
+`spark-submit` process, since JVM and session start-up are paid by every batch on that path;
+`ConnectRunner` times a job as the operator runs it on Spark Connect: a session of its own on
+the server, opened, tagged, used and released.
 """
 
 from __future__ import annotations
@@ -84,6 +86,31 @@ class InProcessRunner:
         from airflow_iqp.spark.jobs import merge_job
 
         return _timed(lambda: merge_job.run(spec))
+
+
+class ConnectRunner:
+    """Each job in a new session on the Spark Connect server at `url`."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def partial(self, spec: PartialSpec) -> float:
+        """Time `partial_job.run` in a session of its own, session start and release included."""
+        from airflow_iqp.spark.jobs import partial_job
+
+        return _timed(lambda: self._in_session(lambda spark: partial_job.run(spec, spark)))
+
+    def merge(self, spec: MergeSpec) -> float:
+        """Time `merge_job.run` in a session of its own, session start and release included."""
+        from airflow_iqp.spark.jobs import merge_job
+
+        return _timed(lambda: self._in_session(lambda spark: merge_job.run(spec, spark)))
+
+    def _in_session(self, run: Callable[[SparkSession], object]) -> None:
+        from airflow_iqp.spark.connect import ConnectJob
+
+        with ConnectJob(self.url, "iqp-fit-cost-model") as job:
+            run(job.spark)
 
 
 def _timed(run: Callable[[], object]) -> float:
