@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
+CONNECT_STATE = DEMO_DIR / "connect-server"
 DAGS = REPO / "dags"
 FILES = 280  # generated at one file per (event-time) second...
 SPEEDUP = 2.0  # ...and replayed two a second: 240 files in the demo window, 30 before, 10 after
@@ -34,6 +35,14 @@ LEAD = timedelta(seconds=15)  # replay starts this long before the demo window o
 STARTUP = timedelta(seconds=100)  # Airflow standalone up, DAGs parsed and unpaused (measured 85-95 s on 2 busy cores)
 AFTER_WINDOW_TIMEOUT = timedelta(minutes=8)  # give up this long after the window end
 POLL_S = 5.0
+
+
+def execution_path() -> ExecutionPath:
+    """Where the demo's jobs run: Spark Connect, unless IQP_DEMO_PATH=spark_submit."""
+    chosen = os.environ.get("IQP_DEMO_PATH", ExecutionPath.SPARK_CONNECT.value)
+    if chosen not in (ExecutionPath.SPARK_CONNECT, ExecutionPath.SPARK_SUBMIT):
+        raise SystemExit(f"demo: IQP_DEMO_PATH must be spark_connect or spark_submit, got {chosen!r}")
+    return ExecutionPath(chosen)
 
 
 def log(message: str, started: float) -> None:
@@ -89,7 +98,7 @@ def plans(rows_per_file: float) -> dict[str, object]:
         try:
             dynamic = declaration.mode == Mode.DYNAMIC
             rate = declaration.rate
-            model = declaration.fitted_model(ExecutionPath.SPARK_SUBMIT)
+            model = declaration.fitted_model(execution_path())
             out[example.query] = (
                 dynamic_batching(declaration, rate, model) if dynamic else plan_files(declaration, rate, model)
             )
@@ -227,6 +236,32 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
 
+def spark_connection(path: ExecutionPath, started: float) -> dict[str, object]:
+    """The `iqp_spark` connection of the demo: a Spark Connect server of its own on a free port
+    (started here), or spark-submit on local[2].
+    """
+    if path is ExecutionPath.SPARK_SUBMIT:
+        log("jobs run with spark-submit on local[2] (IQP_DEMO_PATH=spark_submit)", started)
+        return {"conn_type": "spark", "host": "local[2]"}
+    from airflow_iqp.spark.connect_server import ConnectServerError, free_port, start
+
+    stop_connect_server()  # one an interrupted demo left behind
+    t = time.monotonic()
+    try:
+        server = start(CONNECT_STATE, port=free_port())
+    except ConnectServerError as err:
+        raise RuntimeError(str(err)) from None
+    log(f"Spark Connect server up in {time.monotonic() - t:.1f}s at {server.url} (log {server.log})", started)
+    return server.connection()
+
+
+def stop_connect_server() -> None:
+    """Stop the demo's Spark Connect server, if it runs."""
+    from airflow_iqp.spark.connect_server import stop
+
+    stop(CONNECT_STATE)
+
+
 # -- the run -----------------------------------------------------------------------------------
 
 
@@ -332,21 +367,24 @@ def main() -> int:
     home, landing, ledger = fresh_home()
     ledger_url = f"sqlite:///{ledger}"
     migrate(ledger_url)
-    window_start = next_window_start(datetime.now(UTC) + STARTUP, window)
-    airflow = DemoAirflow(
-        home=home,
-        dags=DAGS,
-        ledger=ledger,
-        extra_env={
-            **example_env(rows_per_file, source),
-            # One run per DAG: the demo window (a later window would find no files).
-            "IQP_FIRST_WINDOW": window_start.isoformat(),
-            "IQP_LAST_WINDOW": (window_start + window / 2).isoformat(),
-        },
-    )
+    path = execution_path()
     standalone = replay = None
     failed = True
     try:
+        spark_conn = spark_connection(path, started)
+        window_start = next_window_start(datetime.now(UTC) + STARTUP, window)
+        airflow = DemoAirflow(
+            home=home,
+            dags=DAGS,
+            ledger=ledger,
+            extra_env={
+                **example_env(rows_per_file, source),
+                # One run per DAG: the demo window (a later window would find no files).
+                "IQP_FIRST_WINDOW": window_start.isoformat(),
+                "IQP_LAST_WINDOW": (window_start + window / 2).isoformat(),
+                "AIRFLOW_CONN_IQP_SPARK": json.dumps(spark_conn),
+            },
+        )
         airflow_log = DEMO_DIR / "airflow-standalone.log"
         standalone = airflow.start(airflow_log)
         log(
@@ -361,7 +399,11 @@ def main() -> int:
             airflow.airflow("dags", "unpause", "-y", "--treat-dag-id-as-regex", "^iqp_q(1|6|14)$"),
             "airflow dags unpause",
         )
-        log("DAGs unpaused; their Spark jobs share one resource through the dispatcher ([iqp] policy edf)", started)
+        log(
+            f"DAGs unpaused; their Spark jobs ({path.value}) share one resource through the dispatcher "
+            "([iqp] policy edf)",
+            started,
+        )
 
         wait = (window_start - LEAD - datetime.now(UTC)).total_seconds()
         if wait > 0:
@@ -399,7 +441,7 @@ def main() -> int:
         ordered = [rows[e.query] for e in loaded]
         print("\nWindows (times relative to the window end):")
         print(windows_table(ordered))
-        print("\nBatches (times from the window start; wait = release to spark-submit start):")
+        print(f"\nBatches (times from the window start; wait = release to the job's start, on {path.value}):")
         print(batches_table(ordered))
         with session_scope(ledger_url) as session:
             grants = grant_rows(session, window_start - window)
@@ -427,6 +469,7 @@ def main() -> int:
     finally:
         stop_group(replay, grace=5)
         stop_group(standalone)
+        stop_connect_server()
         log("stopped everything the demo started", started)
     return 1 if failed else 0
 

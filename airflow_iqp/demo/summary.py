@@ -36,7 +36,7 @@ class BatchRow:
 
     @property
     def wait_s(self) -> float | None:
-        """Release (its last file due) to the spark-submit starting: trigger, scheduler, dispatcher."""
+        """Release (its last file due) to the job starting: trigger, scheduler, dispatcher."""
         return None if self.actual_start is None else (self.actual_start - self.release).total_seconds()
 
 
@@ -183,7 +183,7 @@ def windows_table(rows: Sequence[WindowRow]) -> str:
 
 
 def batches_table(rows: Sequence[WindowRow]) -> str:
-    """Per batch, seconds from the window start, and the wait from release to spark-submit."""
+    """Per batch, seconds from the window start, and the wait from release to the job's start."""
     headers = (
         "query",
         "batch",
