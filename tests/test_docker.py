@@ -32,10 +32,32 @@ def test_every_airflow_service_shares_connections_and_the_data_volume() -> None:
     assert {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(airflow)
     for name in airflow:
         env = services[name]["environment"]
-        assert json.loads(env["AIRFLOW_CONN_IQP_SPARK"])["host"] == "spark://spark-master:7077"
+        spark = json.loads(env["AIRFLOW_CONN_IQP_SPARK"])
+        assert (spark["conn_type"], spark["host"], spark["port"]) == ("spark_connect", "spark-connect", 15002)
         assert "iqp-data:/data" in services[name]["volumes"]
-    for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+    for name in ("spark-master", "spark-worker-1", "spark-worker-2", "spark-connect"):
         assert "iqp-data:/data" in services[name]["volumes"]
+
+
+def test_the_spark_connect_service_serves_the_standalone_master_on_the_connections_port() -> None:
+    """The service runs our own `iqp connect-server start` in the foreground, parsed as the CLI
+    would parse it: the cluster's master, the port Airflow's connection names, every interface
+    of its container (the compose network reaches it by name), and no token (see the compose file).
+    """
+    from airflow_iqp.cli import build_parser
+
+    services = compose()["services"]
+    service = services["spark-connect"]
+    argv = service["command"].split()
+    assert argv[:3] == ["iqp", "connect-server", "start"]
+    args = build_parser().parse_args(argv[1:])
+    assert args.foreground
+    assert args.no_token
+    assert args.bind == "0.0.0.0"  # the container's interfaces, inside the compose network
+    assert args.master == "spark://spark-master:7077"
+    airflow = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_IQP_SPARK"])
+    assert (service["hostname"], args.port) == (airflow["host"], airflow["port"])
+    assert "spark-master" in service["depends_on"]
 
 
 def test_ledger_database_is_created_and_separate_from_airflows() -> None:
