@@ -1,4 +1,4 @@
-"""Shared fixtures: one local Spark session for the whole test session."""
+"""Shared fixtures: one local Spark session and one Spark Connect server for the whole test session."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from pyspark.sql import SparkSession
+
+    from airflow_iqp.spark.connect_server import ConnectServer
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # py4j logs at INFO while the session stops, after pytest has closed its capture streams.
@@ -33,3 +35,14 @@ def spark() -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
+    """A Spark Connect server (local[2]) on a free port, started once: the Connect path's tests
+    and the Airflow integration tests run their jobs on it, each job in a session of its own.
+    """
+    from airflow_iqp.spark.connect_server import running
+
+    with running(tmp_path_factory.mktemp("connect-server"), driver_memory="1g") as server:
+        yield server

@@ -1,4 +1,5 @@
-"""A throwaway Airflow home for `airflow dags test`: SQLite metadata, our ledger, local Spark.
+"""A throwaway Airflow home for `airflow dags test`: SQLite metadata, our ledger, and Spark: the
+test session's Spark Connect server, or spark-submit on local[2] (`SPARK_SUBMIT`).
 
 Everything runs in subprocesses of the real `airflow` CLI, as a user would run it.
 """
@@ -12,13 +13,16 @@ import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 BIN = Path(sys.executable).parent
+SPARK_SUBMIT: dict[str, Any] = {"conn_type": "spark", "host": "local[2]"}  # the iqp_spark connection of that path
 
 
 @dataclass
 class AirflowEnv:
     home: Path
+    spark: dict[str, Any]  # the iqp_spark connection: ConnectServer.connection(), or SPARK_SUBMIT
     shared_ledger: str | None = None  # several Airflow homes, one dispatcher
 
     @property
@@ -38,7 +42,7 @@ class AirflowEnv:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
-            "AIRFLOW_CONN_IQP_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
+            "AIRFLOW_CONN_IQP_SPARK": json.dumps(self.spark),
             "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": self.ledger}),
             "SPARK_LOCAL_IP": "127.0.0.1",
         }

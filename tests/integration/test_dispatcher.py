@@ -2,7 +2,7 @@
 
 Each DAG runs in its own `airflow dags test` process (its own Airflow home), as three
 deployments of DAGs would; all three reach the same ledger, so one dispatcher decides. Every
-batch and merge is a real spark-submit. Checked from the ledger: one job at a time, each grant
+batch and merge runs on the test session's Spark Connect server. Checked from the ledger: one job at a time, each grant
 went to the request the policy ranked first (with a real contest among them), every file of
 every window in exactly one batch, every deadline met, every result equal to one Spark SQL pass.
 """
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
     from pyspark.sql import SparkSession
 
+    from airflow_iqp.spark.connect_server import ConnectServer
+
 WINDOW = timedelta(seconds=30)
 LEAD = timedelta(seconds=45)  # three Airflow processes start before the window opens
 POLICY = Policy.EDF
@@ -52,7 +54,8 @@ dag = intermittent_query(
     {mode}
 )
 """
-# Pessimistic for this machine under three Airflow processes: a job costs 6.5 s and up.
+# Pessimistic for this machine under three Airflow processes, and far more so on Connect: a job
+# costs 6.5 s and up.
 COST_MODEL = {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
 DYNAMIC = 'mode="dynamic", alpha={alpha}, tau_max=timedelta(seconds=40),'
 
@@ -64,15 +67,16 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def make_env(root: Path, name: str, ledger: str) -> AirflowEnv:
-    return AirflowEnv(root / name, shared_ledger=ledger)
+def make_env(root: Path, name: str, ledger: str, server: ConnectServer) -> AirflowEnv:
+    return AirflowEnv(root / name, server.connection(), shared_ledger=ledger)
 
 
 def write_dag(
     env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: Path, mode: str, static: dict[str, str]
 ) -> None:
     model = env.home / f"{query}.json"
-    model.write_text(json.dumps({"query": query, "unit": "rows", "paths": {"spark_submit": COST_MODEL}}))
+    paths = {"spark_submit": COST_MODEL, "spark_connect": COST_MODEL}
+    model.write_text(json.dumps({"query": query, "unit": "rows", "paths": paths}))
     (env.dags / f"{dag_id}.py").write_text(
         DAG_FILE.format(
             dag_id=dag_id,
@@ -122,7 +126,7 @@ def grants(ledger: str) -> list[DispatchRequest]:
 
 
 def test_three_queries_share_one_resource_in_policy_order(
-    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession
+    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession, connect_server: ConnectServer
 ) -> None:
     root = tmp_path_factory.mktemp("dispatch")
     ledger = f"sqlite:///{root / 'ledger.db'}"
@@ -133,7 +137,7 @@ def test_three_queries_share_one_resource_in_policy_order(
         "iqp_d_q14": ("q14", 210, DYNAMIC.format(alpha=0.1)),
         "iqp_d_q1": ("q1", 270, ""),
     }
-    envs = {dag_id: make_env(root, dag_id, ledger) for dag_id in queries}
+    envs = {dag_id: make_env(root, dag_id, ledger, connect_server) for dag_id in queries}
     migrations = []
     for dag_id, env in envs.items():
         env.dags.mkdir(parents=True)
@@ -197,13 +201,13 @@ def test_three_queries_share_one_resource_in_policy_order(
 
 
 def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
-    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession
+    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession, connect_server: ConnectServer
 ) -> None:
     """Declared at 2 files/s, replayed at 0.5: MinBatch (a share of the 60 declared files) never
     lands in time, so the first batch fires when MinBatch should have arrived, with fewer files."""
     root = tmp_path_factory.mktemp("slow")
     ledger = f"sqlite:///{root / 'ledger.db'}"
-    env = make_env(root, "airflow", ledger)
+    env = make_env(root, "airflow", ledger, connect_server)
     env.migrate()
     landing = root / "landing"
     write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})

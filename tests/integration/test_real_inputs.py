@@ -1,7 +1,8 @@
 """Streams no iqp command wrote, end to end through `airflow dags test`.
 
 pyarrow writes a made-up schema under random file names, with hidden files beside the data; the
-windows are in the past, so each run finds its input final and processes it at once. Every
+windows are in the past, so each run finds its input final and processes it at once, on the
+test session's Spark Connect server. Every
 result is compared with pandas over exactly that window's files. Then the awkward inputs: a late
 file (recorded; re-merged when asked), a rewritten file (refused and recorded), a corrupt file
 (named in the error; quarantined when asked), an empty window (the answer over no rows).
@@ -15,6 +16,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import pyarrow as pa
@@ -27,6 +29,9 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import Query, StreamFile
 from airflow_iqp.results.publish import read_marker, read_result
 from tests.integration.airflow_env import AirflowEnv
+
+if TYPE_CHECKING:
+    from airflow_iqp.spark.connect_server import ConnectServer
 
 W0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)  # the first window of the sales DAGs: minutes
 MINUTE = timedelta(minutes=1)
@@ -175,14 +180,19 @@ def assert_rows(actual: list[dict[str, object]], expected: list[dict[str, object
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
-    env = AirflowEnv(tmp_path_factory.mktemp("airflow"))
+def setup(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> Setup:
+    env = AirflowEnv(tmp_path_factory.mktemp("airflow"), connect_server.connection())
     env.migrate()
     return Setup(env, tmp_path_factory.mktemp("data"))
 
 
 @pytest.fixture(scope="module")
 def products(setup: Setup) -> pd.DataFrame:
+    return write_products(setup)
+
+
+def write_products(setup: Setup) -> pd.DataFrame:
+    """The static products table under the setup's data, as Parquet under a random name."""
     frame = pd.DataFrame({"category": list(DEPARTMENTS), "department": list(DEPARTMENTS.values())})
     directory = setup.data / "dim" / "products"
     directory.mkdir(parents=True)

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 WINDOW = timedelta(seconds=20)
 PAST = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 RATE = ArrivalRate(files_per_second=2, rows_per_file=430)
-MODEL = {
+MODEL: dict[str, Any] = {
     "query": "q6",
     "paths": {
         "spark_submit": {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}

@@ -107,7 +107,11 @@ def write_file(rows: list[dict[str, Any]], fmt: Format, path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def landing(tmp_path_factory: pytest.TempPathFactory) -> Landing:
-    root = tmp_path_factory.mktemp("landing")
+    return write_landing(tmp_path_factory.mktemp("landing"))
+
+
+def write_landing(root: Path) -> Landing:
+    """The stream in every format, the products and the query files under `root`."""
     rng = np.random.default_rng(10)
     rows = make_rows(rng)
     files: dict[str, list[Path]] = {}
