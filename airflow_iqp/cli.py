@@ -7,6 +7,8 @@ import importlib
 import sys
 from typing import TYPE_CHECKING
 
+from airflow_iqp.exceptions import IqpError
+
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
@@ -32,11 +34,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one `iqp` command; a ValueError is printed as one line and exits 2."""
+    """Run one `iqp` command; a ValueError or one of our errors is printed as one line and exits 2."""
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except ValueError as err:
+    except (ValueError, IqpError) as err:
         print(f"iqp {args.command}: {err}", file=sys.stderr)
         return 2
 

@@ -1,0 +1,160 @@
+"""Per-batch overhead of the two execution paths, side by side in one run: spark-submit vs Spark Connect.
+
+Run: uv run python benchmarks/connect_overhead.py [--query q6] [--repeat 5] [--data data/s001]
+Target (issue 11): on Connect, under 2 s from a batch's release to its Spark work starting.
+
+Each repetition runs the same one-file partial (the smallest batch a plan may cut) once per
+path, the paths interleaved so that load on the machine falls on both alike, each as the task
+runs it once the dispatcher has granted the lease (the "release" here; what Airflow adds before
+that, trigger, scheduler and grant, is the same on both paths and not measured):
+- spark-submit: `spark-submit` of a small driver that opens the session and calls the partial
+  job; the launch, the JVM, the Python driver and the session all come before the work starts.
+- spark_connect: a fresh Python process with what the task process has already imported (the
+  job modules, not pyspark), which opens a Connect session of its own as `ConnectJob` does (the
+  pyspark client's import included, as every task process pays it once) and calls the job.
+"Work start" is when the session has answered and the job's first Spark call is made; the
+one-file partial's cost is from the launch to the end of the process, as the task waits for it.
+The Connect server is started once, before the runs (its start-up is printed, not counted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PATHS = ("spark_submit", "spark_connect")
+TARGET_S = 2.0
+
+
+def child(argv: list[str]) -> None:
+    """One job in this process; prints wall-clock stamps as JSON: before the session (`begin`),
+    the session answering (`ready`), the job done (`done`) and the session closed (`closed`).
+    """
+    from airflow_iqp.spark.jobs import partial_job  # what the task process has imported anyway
+    from airflow_iqp.spark.jobs.spec import PartialSpec
+
+    mode, spec = argv[0], PartialSpec.model_validate_json(Path(argv[1]).read_text())
+    begin = time.time()
+    if mode == "submit":
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.builder.getOrCreate()
+        ready = time.time()
+        partial_job.run(spec, spark)
+        done = time.time()
+        spark.stop()
+    else:
+        from airflow_iqp.spark.connect import ConnectJob
+
+        with ConnectJob(argv[2], "iqp-overhead") as job:
+            job.spark.version  # the first round trip: the session is open on the server
+            ready = time.time()
+            partial_job.run(spec, job.spark)
+            done = time.time()
+    closed = time.time()
+    print(json.dumps({"begin": begin, "ready": ready, "done": done, "closed": closed}), flush=True)
+
+
+def run_once(path: str, spec_file: Path, url: str, env: dict[str, str]) -> dict[str, float]:
+    """Seconds from the release to Spark work starting, of the work, and of the whole one-file partial.
+
+    spark-submit counts from its launch to its exit; Connect from the job's first line in the
+    (already running) task process to its session's release.
+    """
+    script = str(Path(__file__).resolve())
+    if path == "spark_submit":
+        spark_submit = str(Path(sys.executable).with_name("spark-submit"))
+        conf = ["--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"]
+        command = [spark_submit, "--master", "local[2]", *conf, script, "--child", "submit", str(spec_file)]
+    else:
+        command = [sys.executable, script, "--child", "connect", str(spec_file), url]
+    launched = time.time()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    exited = time.time()
+    if done.returncode != 0:
+        raise RuntimeError(f"{path} run failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    stamps = json.loads(done.stdout.strip().splitlines()[-1])
+    start, end = (launched, exited) if path == "spark_submit" else (stamps["begin"], stamps["closed"])
+    return {"to_work": stamps["ready"] - start, "work": stamps["done"] - stamps["ready"], "partial": end - start}
+
+
+def summary(values: list[float]) -> str:
+    return f"{statistics.median(values):6.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        child(sys.argv[2:])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--query", default="q6", help="a packaged query (default q6)")
+    parser.add_argument("--repeat", type=int, default=5, help="runs per path (default 5)")
+    parser.add_argument("--data", type=Path, default=Path("data/s001"), help="generated TPC-H (made if missing)")
+    args = parser.parse_args()
+
+    from airflow_iqp.costfit.batches import Dataset, TpchSource
+    from airflow_iqp.queries import load_query
+    from airflow_iqp.settings import python_path, spark_local_ip
+    from airflow_iqp.spark.connect_server import running
+    from airflow_iqp.tpch.generate import generate
+    from airflow_iqp.tpch.manifest import MANIFEST_NAME
+
+    if not (args.data / MANIFEST_NAME).is_file():
+        generate(args.data, 0.01, 32, 1.0)
+    source = TpchSource(Dataset.open(args.data), load_query(args.query))
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": spark_local_ip(),
+        "PYTHONPATH": os.pathsep.join([str(REPO), *python_path()]),
+    }
+    rows = source.data.rows(source.query.streams, range(0, 1))
+    with tempfile.TemporaryDirectory(prefix="iqp-overhead-") as work_dir:
+        work = Path(work_dir)
+        began = time.monotonic()
+        with running(work / "server") as server:
+            server_start = time.monotonic() - began
+            spec_file = work / "batch.spec.json"
+            spec_file.write_text(source.partial_spec(range(0, 1), work / "out" / "batch-0000").to_json())
+            run_once("spark_connect", spec_file, server.url_with_token, env)  # warm-up: the server is long-lived
+            results: dict[str, list[dict[str, float]]] = {p: [] for p in PATHS}
+            for i in range(args.repeat):
+                for path in PATHS if i % 2 == 0 else reversed(PATHS):
+                    results[path].append(run_once(path, spec_file, server.url_with_token, env))
+                print(f"run {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
+    load = os.getloadavg()[0]
+    print(
+        f"\nPer-batch overhead: one-file {args.query} partial ({rows} rows), median (min-max) of {args.repeat} runs"
+        f" per path, interleaved; {os.cpu_count()} cores, load average {load:.1f}; Connect server start-up"
+        f" {server_start:.1f} s (once)\n"
+    )
+    print(f"| {'seconds':<42} | {'spark-submit':<20} | {'Spark Connect':<20} |")
+    print(f"|{'-' * 44}|{'-' * 22}|{'-' * 22}|")
+    for key, label in (
+        ("to_work", "release (job launch) to Spark work start"),
+        ("work", "Spark work (the job after the session is up)"),
+        ("partial", "one-file partial, launch to end"),
+    ):
+        cells = [summary([r[key] for r in results[p]]) for p in PATHS]
+        print(f"| {label:<42} | {cells[0]:<20} | {cells[1]:<20} |")
+    overhead = statistics.median(r["to_work"] for r in results["spark_connect"])
+    submit = statistics.median(r["to_work"] for r in results["spark_submit"])
+    verdict = "meets" if overhead < TARGET_S else "MISSES"
+    print(
+        f"\nSpark Connect {verdict} the {TARGET_S:g} s target: {overhead:.2f} s from launch to Spark work "
+        f"(spark-submit {submit:.2f} s, {submit / overhead:.0f}x)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

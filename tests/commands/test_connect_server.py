@@ -1,0 +1,100 @@
+"""`iqp connect-server start|status|stop` on a real server, and what can be checked without one:
+the command it runs, the URL a job connects with, a stale state directory."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_iqp.cli import main
+from airflow_iqp.spark.connect import ConnectJob, session_url
+from airflow_iqp.spark.connect_server import (
+    DETACHED_TIMEOUT,
+    SERVER_CLASS,
+    ConnectServer,
+    command,
+    environment,
+    free_port,
+    status,
+)
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_the_server_is_the_wheels_connect_class_on_loopback_with_a_short_detached_timeout() -> None:
+    args = command(15002, "local[2]", "127.0.0.1", "2g")
+    assert args[0].endswith("spark-submit")
+    assert args[args.index("--class") + 1] == SERVER_CLASS
+    confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+    assert confs["spark.connect.grpc.binding.address"] == "127.0.0.1"
+    assert confs["spark.connect.grpc.binding.port"] == "15002"
+    assert confs["spark.connect.execute.manager.detachedTimeout"] == DETACHED_TIMEOUT == "30s"
+    assert confs["spark.sql.session.timeZone"] == "UTC"
+    assert "secret" not in " ".join(args), "the token goes in the environment, not on a command line ps shows"
+    assert environment("secret", "127.0.0.1")["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == "secret"
+    assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in environment(None, "0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        ("sc://localhost:15002/", "sc://localhost:15002/;session_id=S"),  # SparkConnectHook, no parameters
+        ("sc://localhost:15002/;token=t", "sc://localhost:15002/;token=t;session_id=S"),
+        ("sc://localhost:15002", "sc://localhost:15002/;session_id=S"),
+    ],
+)
+def test_each_attempts_url_names_its_own_session(base: str, expected: str) -> None:
+    assert session_url(base, "S") == expected
+
+
+def test_a_url_that_names_a_session_or_is_not_connects_is_refused() -> None:
+    with pytest.raises(ValueError, match="names a session_id"):
+        session_url("sc://localhost:15002/;session_id=x", "S")
+    with pytest.raises(ValueError, match="starts with sc://"):
+        session_url("spark://master:7077", "S")
+    job = ConnectJob("sc://localhost:1/", "iqp-r1-f1")
+    assert job.url.endswith(f";session_id={job.session_id}")
+    with pytest.raises(RuntimeError, match="only inside"):
+        job.spark
+
+
+def test_a_state_directory_whose_process_is_gone_shows_no_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "server.json").write_text(json.dumps({"pid": os.getpid(), "port": 1, "master": "local[2]"}))
+    assert status(tmp_path) is None  # this pid is alive, but it is not a Connect server
+    assert main(["connect-server", "status", "--state-dir", str(tmp_path)]) == 1
+    assert "no Spark Connect server running" in capsys.readouterr().out
+    assert ConnectServer(1, 15002, "local[2]", tmp_path, "t").connection() == {
+        "conn_type": "spark_connect",
+        "host": "localhost",
+        "port": 15002,
+        "password": "t",
+    }
+
+
+def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A real server: it answers with its token, refuses a second start, and stop ends it."""
+    state, port = str(tmp_path / "state"), free_port()
+    assert main(["connect-server", "start", "--port", str(port), "--state-dir", state, "--driver-memory", "1g"]) == 0
+    try:
+        out = capsys.readouterr().out
+        connection = json.loads(out.split("AIRFLOW_CONN_IQP_SPARK='", 1)[1].split("'", 1)[0])
+        assert (connection["host"], connection["port"]) == ("localhost", port)
+        assert oct((tmp_path / "state" / "token").stat().st_mode & 0o777) == "0o600"
+        assert main(["connect-server", "status", "--state-dir", state]) == 0
+        assert f"sc://localhost:{port}: answering" in capsys.readouterr().out
+        server = status(tmp_path / "state")
+        assert server is not None
+        with ConnectJob(server.url_with_token, "iqp-cli") as job:
+            assert job.spark.range(5).count() == 5
+        assert main(["connect-server", "start", "--port", str(port + 1), "--state-dir", state]) == 2
+        assert "already running" in capsys.readouterr().err
+    finally:
+        assert main(["connect-server", "stop", "--state-dir", state]) == 0
+    assert status(tmp_path / "state") is None
+    assert main(["connect-server", "status", "--state-dir", state]) == 1
