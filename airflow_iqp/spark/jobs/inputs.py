@@ -127,6 +127,11 @@ def spark_failures() -> tuple[type[Exception], ...]:
     return Py4JJavaError, PySparkException
 
 
+def cancelled(err: Exception) -> bool:
+    """Whether a Spark failure is the job being interrupted (its lease was lost), not bad input."""
+    return "OPERATION_CANCELED" in str(err)
+
+
 def unreadable_files(spark: SparkSession, name: str, stream: StreamInput) -> list[CorruptFile]:
     """The files of `stream` that Spark cannot read alone, every column parsed."""
     failures = spark_failures()
@@ -137,6 +142,8 @@ def unreadable_files(spark: SparkSession, name: str, stream: StreamInput) -> lis
         try:
             _count_all_columns(reader.load(spark_location(path)))
         except failures as err:
+            if cancelled(err):
+                raise
             corrupt.append(CorruptFile(name, file, f"not readable as {how}: {spark_error(err)}"))
     return corrupt
 
@@ -147,7 +154,9 @@ def spark_rows(spark: SparkSession, name: str, stream: StreamInput) -> tuple[int
         return 0, []
     try:
         return _count_all_columns(_reader(spark, f"stream {name!r}", stream).load(_locations(stream))), []
-    except spark_failures():
+    except spark_failures() as err:
+        if cancelled(err):
+            raise
         corrupt = unreadable_files(spark, name, stream)
         if not corrupt:  # every file reads alone: the batch failed for another reason
             raise

@@ -65,7 +65,14 @@ def run(
     (a Spark Connect job's), by default this process's; `before_commit` runs just before the
     output is renamed into place (`output.write_committed`).
     """
-    from airflow_iqp.spark.jobs.inputs import read_static, read_stream, spark_failures, spark_rows, unreadable_files
+    from airflow_iqp.spark.jobs.inputs import (
+        cancelled,
+        read_static,
+        read_stream,
+        spark_failures,
+        spark_rows,
+        unreadable_files,
+    )
     from airflow_iqp.spark.jobs.output import write_committed
     from airflow_iqp.spark.rewrite import referenced_tables
     from airflow_iqp.spark.runner import run_partial
@@ -107,7 +114,9 @@ def run(
     }
     try:
         return write_committed(result, local_path(spec.output), marker, before_commit)
-    except spark_failures():
+    except spark_failures() as err:
+        if cancelled(err):  # interrupted: no file is to blame, and the job must stop now
+            raise
         corrupt = [c for name, stream in streams.items() for c in unreadable_files(spark, name, stream)]
         if not corrupt:
             raise
