@@ -5,6 +5,8 @@ nothing of an earlier attempt (temp views, SQL confs) leaks into it, and `stop()
 exactly that session. The session's operations carry the job's tag; `interrupt()` cancels
 them from any thread (the lease keeper calls it when the lease is lost). Tags are
 thread-local in the client, so the job must run in the thread that opened the session.
+A server that does not answer fails the job at once (the client would retry for ten minutes,
+holding the dispatcher's lease), so the task fails and Airflow retries it.
 
 The Connect client's builder is used directly rather than through `pyspark.sql.SparkSession`,
 which would mark the whole process as a Connect process (`SPARK_CONNECT_MODE_ENABLED`) and
@@ -13,13 +15,39 @@ turn a classic session in the same process (the tests', the verifier's) into a b
 
 from __future__ import annotations
 
+import socket
 import uuid
 from typing import TYPE_CHECKING, cast
+from urllib.parse import urlsplit
+
+from airflow_iqp.exceptions import IqpError
 
 if TYPE_CHECKING:
     from types import TracebackType
 
     from pyspark.sql import SparkSession
+
+
+DEFAULT_PORT = 15002  # the Connect client's, when the URL names none
+PROBE_SECONDS = 5.0
+
+
+class ConnectServerDown(IqpError):
+    """The Spark Connect server does not accept connections; the message names it."""
+
+
+def probe(url: str) -> None:
+    """ConnectServerDown unless the server in `url` accepts a TCP connection."""
+    where = urlsplit(url)
+    host, port = where.hostname or "localhost", where.port or DEFAULT_PORT
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SECONDS):
+            return
+    except OSError as err:
+        raise ConnectServerDown(
+            f"the Spark Connect server at {host}:{port} does not answer ({err}); start it (`iqp connect-server "
+            "start`) or fix the Spark connection"
+        ) from None
 
 
 def session_url(base: str, session_id: str) -> str:
@@ -57,6 +85,7 @@ class ConnectJob:
     def __enter__(self) -> ConnectJob:
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+        probe(self.url)
         spark = ConnectSession.builder.remote(self.url).create()
         try:
             spark.addTag(self.tag)

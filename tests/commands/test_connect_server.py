@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import TYPE_CHECKING
 
 import pytest
 
 from airflow_iqp.cli import main
-from airflow_iqp.spark.connect import ConnectJob, session_url
+from airflow_iqp.spark.connect import ConnectJob, ConnectServerDown, session_url
 from airflow_iqp.spark.connect_server import (
     DETACHED_TIMEOUT,
     SERVER_CLASS,
@@ -60,6 +61,15 @@ def test_a_url_that_names_a_session_or_is_not_connects_is_refused() -> None:
     assert job.url.endswith(f";session_id={job.session_id}")
     with pytest.raises(RuntimeError, match="only inside"):
         job.spark
+
+
+def test_a_server_that_does_not_answer_fails_the_job_at_once() -> None:
+    """Not after the client's ten minutes of retries, holding the lease."""
+    port = free_port()
+    began = time.monotonic()
+    with pytest.raises(ConnectServerDown, match=f"localhost:{port} does not answer.*iqp connect-server start"):
+        ConnectJob(f"sc://localhost:{port}/;token=t", "iqp-r1-f1").__enter__()
+    assert time.monotonic() - began < 10
 
 
 def test_a_state_directory_whose_process_is_gone_shows_no_server(
