@@ -30,7 +30,8 @@ def window_dir(work_dir: Path, dag_id: str, window_start: datetime) -> Path:
 
 def run_window(context: Context) -> tuple[datetime, datetime]:
     """The run's window: its data interval, which every run of WindowTimetable has, as plain UTC
-    datetimes (pendulum's differences are Intervals that stdlib arithmetic does not take)."""
+    datetimes (pendulum's differences are Intervals that stdlib arithmetic does not take).
+    """
     start, end = context["data_interval_start"], context["data_interval_end"]
     if start is None or end is None:
         raise ValueError(

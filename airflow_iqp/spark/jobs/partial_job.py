@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.constants import JobKind
 from airflow_iqp.atomic import write_json
+from airflow_iqp.constants import JobKind
 from airflow_iqp.spark.jobs.common import BAD_INPUT, CORRUPT_INPUT, JobError, load_decomposition, run_script, session
 from airflow_iqp.spark.jobs.inputs import CorruptInput, check_exist, parquet_rows
 from airflow_iqp.spark.jobs.locations import local_path
