@@ -352,7 +352,7 @@ def main() -> int:
     source = stream(scale, started)
     rows_per_file = lineitem_rows_per_file(source)
     planned = plans(rows_per_file)
-    loaded = examples(rows_per_file)
+    loaded = examples(rows_per_file, source)
     window = loaded[0].window
     if not demo_works(planned):
         raise SystemExit(f"demo: at {rows_per_file:.0f} rows per file no example needs two batches: {planned}")

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 
 from airflow_iqp.constants import BatchStatus, FileStatus, WindowStatus
 from airflow_iqp.ledger import session_scope, store
@@ -142,14 +143,18 @@ def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(
     same frozen file names, now whole, into the same output, and nothing is recorded as rewritten:
     the broken version never counted."""
     repaired: list[Path] = []
+    truncated: list[Path] = []
 
     def first_batch_failed(start: datetime) -> bool:
-        with session_scope(airflow_env.ledger) as session:
-            window_id = store.window_id(session, "iqp_q6_retry", start)
-            return (
-                window_id is not None
-                and store.window_summary(session, window_id).batches[0].status == BatchStatus.FAILED
-            )
+        try:
+            with session_scope(airflow_env.ledger) as session:
+                window_id = store.window_id(session, "iqp_q6_retry", start)
+                return (
+                    window_id is not None
+                    and store.window_summary(session, window_id).batches[0].status == BatchStatus.FAILED
+                )
+        except OperationalError:  # SQLite busy while the tasks write: look again, or this thread dies unseen
+            return False
 
     def break_then_repair(landing: Path, start: datetime) -> None:
         directory = landing / "lineitem"
@@ -163,6 +168,7 @@ def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(
         good = target.read_bytes()
         target.write_bytes(good[: len(good) // 2])
         os.utime(target, (landed_at, landed_at))
+        truncated.append(target)
         give_up = time.monotonic() + 600
         while time.monotonic() < give_up:
             if first_batch_failed(start):
@@ -173,7 +179,8 @@ def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(
             time.sleep(0.2)
 
     _, start = run_window(airflow_env, stream, "iqp_q6_retry", while_running=break_then_repair)
-    assert repaired, "the truncated file never made its batch fail"
+    assert truncated, f"no file landed in the window starting {start}"
+    assert repaired, f"truncating {truncated[0]} never made its batch fail"
     log = (airflow_env.home / "iqp_q6_retry" / "dags_test.log").read_text()
     assert str(repaired[0]) in log, "the failed attempt names the unreadable file"
     window = check(airflow_env, spark, "iqp_q6_retry", start)

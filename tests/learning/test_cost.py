@@ -11,13 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from airflow_iqp.constants import ExecutionPath, JobKind
+from airflow_iqp.constants import CostSource, ExecutionPath, JobKind
 from airflow_iqp.learning.cost import (
     ENOUGH_MERGES,
     ENOUGH_PARTIALS,
     HALF_LIFE,
     RECENT,
-    CostSource,
     LearnedCost,
     NotEnoughObservations,
     Observation,

@@ -9,12 +9,12 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind
+from airflow_iqp.constants import BatchReason, CostSource, ExecutionPath, JobKind
 from airflow_iqp.exceptions import LedgerLookupError
-from airflow_iqp.learning import CostSource, LearnedCost, Observation, WindowInput, fit_cost, learned_rate
+from airflow_iqp.learning import LearnedCost, Observation, WindowInput, fit_cost, learned_rate
 from airflow_iqp.learning.cost import RECENT
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.ledger.models import CostModel, CostSource
+from airflow_iqp.ledger.models import CostModel
 from tests.ledger.helpers import DAG, T0, data_file, planned_window
 
 CONNECT = ExecutionPath.SPARK_CONNECT

@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+import airflow_iqp
+
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 DAG_ID = "iqp_window_smoke"
 DAG_FILE = f'''
@@ -87,7 +89,7 @@ def test_plugin_registers_the_window_timetable(cli: dict[str, subprocess.Complet
 
 def test_provider_is_listed(cli: dict[str, subprocess.CompletedProcess[str]]) -> None:
     providers = {provider["package_name"]: provider for provider in _json(cli["providers"].stdout)}
-    assert providers["airflow-iqp"]["version"] == "0.1.0"
+    assert providers["airflow-iqp"]["version"] == airflow_iqp.__version__
 
 
 def test_window_dag_parses_and_serializes(cli: dict[str, subprocess.CompletedProcess[str]]) -> None:

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from airflow_iqp.tpch.manifest import STATIC_DIR
 from airflow_iqp.queries import list_queries, load_query
 from airflow_iqp.spark.jobs import merge_job, partial_job
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
 from airflow_iqp.sql import parse_query
+from airflow_iqp.tpch.manifest import STATIC_DIR
 from tests.spark.compare import assert_same
 
 if TYPE_CHECKING:
