@@ -251,6 +251,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         units = untaken(selection.units if upto is None else selection.units[:upto], taken)
         if not units and not (upto is None and selection.final and not taken):
             store.skip_batch(session, window_id, index)
+            session.commit()  # the skip must outlive the exception below, which rolls the caller's transaction back
             raise AirflowSkipException(f"batch {index}: the window's units up to {upto} are all taken by other batches")
         store.freeze_files(session, window_id, index, files_by_stream(units))
         return index

@@ -130,11 +130,6 @@ def test_a_batch_whose_units_were_all_taken_is_skipped(declaration: Declaration,
         freeze(url, batch(declaration, window_id, 0, 2), seen(files, 121))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="operators/partial.py _freeze calls store.skip_batch and then raises AirflowSkipException inside "
-    "the caller's session_scope, which rolls the skip back: the batch stays 'planned' in the ledger",
-)
 def test_a_skipped_batch_is_recorded_as_skipped(declaration: Declaration, window: tuple[str, int]) -> None:
     url, window_id = window
     files = [landed("a.parquet", 1), landed("b.parquet", 2)]
