@@ -97,7 +97,7 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert (connection["host"], connection["port"]) == ("localhost", port)
         assert oct((tmp_path / "state" / "token").stat().st_mode & 0o777) == "0o600"
         assert main(["connect-server", "status", "--state-dir", state]) == 0
-        assert f"sc://localhost:{port}: answering" in capsys.readouterr().out
+        assert f"sc://localhost:{port}, master local[2]: answering" in capsys.readouterr().out
         server = status(tmp_path / "state")
         assert server is not None
         with ConnectJob(server.url_with_token, "iqp-cli") as job:
