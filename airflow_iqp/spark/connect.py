@@ -83,9 +83,9 @@ class ConnectJob:
         return self._spark
 
     def __enter__(self) -> ConnectJob:
+        probe(self.url)
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        probe(self.url)
         spark = ConnectSession.builder.remote(self.url).create()
         try:
             spark.addTag(self.tag)
