@@ -229,7 +229,7 @@ def test_a_connect_job_whose_lease_is_lost_is_interrupted_and_commits_nothing(
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connect_server.connection()))
     spec = slow_spec(tmp_path)
-    task = SlowPartial(spec=spec, task_id="slow")
+    task = SlowPartial(spec=spec, task_id="slow", conn_id="iqp_spark")
     assert task.execution_path() == "spark_connect"
     lease = granted(url, datetime.now(UTC))
     lost_at: list[float] = []
