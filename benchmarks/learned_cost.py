@@ -393,7 +393,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
         ok = code == 0 and "state=success" in log.read_text()
         print(
             f"window {number} ({start:%H:%M:%S}): run {(began - start).total_seconds():+.0f} s .. "
-            f"{(ended - start).total_seconds():+.0f} s from its start, {'ok' if ok else 'FAILED'}",
+            f"{(ended - start).total_seconds():+.0f} s from its start, {'ok' if ok else 'FAILED'}; "
+            f"load average {os.getloadavg()[0]:.2f}",
             flush=True,
         )
         if not ok:
