@@ -135,7 +135,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
             window_id,
             len(partials),
             location,
-            "met" if met else "MISSED",
+            "backfilled: none to meet" if met is None else "met" if met else "MISSED",
         )
         context["ti"].xcom_push(key="output_location", value=location)
         return location
