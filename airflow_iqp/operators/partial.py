@@ -179,7 +179,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             self._label(context, f"batch {index} · units {batch.first_tuple}..{batch.last_tuple}{reason}")
         directory = window_dir(Path(self.work_dir), self.declaration.dag_id, run_window(context)[0])
         directory.mkdir(parents=True, exist_ok=True)
-        output = directory / f"batch-{index:04d}"
+        output = self.leased_output(directory / f"batch-{index:04d}")
         self.log.info("batch %d attempt %d: %s", index, attempt, {s: len(f) for s, f in files.items()})
         started = datetime.now(UTC)
         try:
