@@ -1,0 +1,122 @@
+"""The benchmark's table and figure: each configuration's CPU-seconds divided by ours, per query
+and in total (median over repeats; invalid, refused and failed runs count for nothing).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from pathlib import Path
+
+    from benchmarks.ssbench.harness import RunRow
+
+PAPER_RATIOS = {"default trigger": 60.0, "10-minute trigger": 12.0}  # multi-query, against dynamic LLF
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One configuration on one query: the median CPU-seconds of its valid runs, or why there is none."""
+
+    cpu_s: float | None
+    runs: int
+    note: str  # "" or the status of the runs when none was valid (refused, invalid, failed)
+
+
+def cells(rows: Sequence[RunRow]) -> dict[tuple[str, str], Cell]:
+    """(query, config) -> Cell."""
+    grouped: dict[tuple[str, str], list[RunRow]] = {}
+    for row in rows:
+        grouped.setdefault((row.query, row.config), []).append(row)
+    found = {}
+    for key, runs in grouped.items():
+        valid = [r.cpu_s for r in runs if r.status == "ok" and r.cpu_s is not None]
+        note = "" if valid else "/".join(sorted({r.status for r in runs}))
+        found[key] = Cell(statistics.median(valid) if valid else None, len(runs), note)
+    return found
+
+
+def ratios(rows: Sequence[RunRow], baseline: str) -> dict[str, dict[str, float | None]]:
+    """Query (and "total") -> config -> CPU-seconds / the baseline's; the total sums the queries
+    on which both the configuration and the baseline have a valid run.
+    """
+    table = cells(rows)
+    queries = list(dict.fromkeys(r.query for r in rows))
+    configs = list(dict.fromkeys(r.config for r in rows))
+    out: dict[str, dict[str, float | None]] = {}
+    sums: dict[str, tuple[float, float]] = {}
+    for query in queries:
+        base = table.get((query, baseline), Cell(None, 0, "")).cpu_s
+        out[query] = {}
+        for config in configs:
+            cell = table.get((query, config))
+            cost = None if cell is None else cell.cpu_s
+            out[query][config] = None if cost is None or not base else cost / base
+            if cost is not None and base:
+                num, den = sums.get(config, (0.0, 0.0))
+                sums[config] = (num + cost, den + base)
+    out["total"] = {c: (sums[c][0] / sums[c][1] if c in sums else None) for c in configs}
+    return out
+
+
+def format_table(rows: Sequence[RunRow], baseline: str) -> str:
+    """Text table: per query, each configuration as `ratio (CPU-s)`, then the total row."""
+    table = cells(rows)
+    by_query = ratios(rows, baseline)
+    configs = list(dict.fromkeys(r.config for r in rows))
+    files = {r.query: r.files for r in rows}
+    header = ["query", "files", *configs]
+    lines = [header]
+    for query, per_config in by_query.items():
+        line = [query, str(files.get(query, sum(files.values())))]
+        for config in configs:
+            cell = table.get((query, config))
+            ratio = per_config[config]
+            if query == "total":
+                line.append("-" if ratio is None else f"{ratio:.2f}x")
+            elif cell is None:
+                line.append("-")
+            elif cell.cpu_s is None:
+                line.append(cell.note)
+            else:
+                line.append(f"{'?' if ratio is None else f'{ratio:.2f}x'} ({cell.cpu_s:.1f} s)")
+        lines.append(line)
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in lines]
+    text.insert(1, "  ".join("-" * w for w in widths))
+    return (
+        "\n".join(text) + f"\n(ratio = CPU-seconds of the Spark side over the span / {baseline}'s; median of repeats)"
+    )
+
+
+def plot(rows: Sequence[RunRow], baseline: str, path: Path) -> None:
+    """Grouped bars of the ratios (log scale), with the paper's multi-query ratios for reference."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_query = ratios(rows, baseline)
+    configs = [c for c in dict.fromkeys(r.config for r in rows) if c != baseline]
+    groups = list(by_query)
+    width = 0.8 / max(len(configs), 1)
+    fig, ax = plt.subplots(figsize=(1.6 + 1.4 * len(groups), 4))
+    for i, config in enumerate(configs):
+        xs = [g + i * width for g in range(len(groups))]
+        values = [by_query[q][config] or 0.0 for q in groups]
+        ax.bar(xs, values, width, label=config)
+    for label, ratio in PAPER_RATIOS.items():
+        ax.axhline(ratio, linestyle="--", linewidth=0.8, color="grey")
+        ax.annotate(f"paper, {label}: {ratio:.0f}x", (len(groups) - 0.5, ratio), ha="right", va="bottom", fontsize=7)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks([g + width * (len(configs) - 1) / 2 for g in range(len(groups))], groups)
+    ax.set_ylabel(f"CPU-seconds / {baseline}")
+    ax.set_title("Spark-side CPU-seconds over the span, relative", fontsize=10)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,98 @@
+"""Spark Structured Streaming against ours on the same replayed file stream, cost in CPU-seconds.
+
+Run (one heavy job at a time on this machine):
+    flock /tmp/iqp-heavy.lock uv run python benchmarks/vs_structured_streaming.py \
+        --queries q6 --files 60 --speedup 4
+
+Each query's stream is generated once (`--scale` defaults to ~500 orders per file), its batch
+truth computed once, then every configuration runs on its own fresh replay, one at a time:
+SS-default (default trigger), SS-pt (processing time = span / 7.5, the paper's 10 minutes of
+4500 s), SS-once (availableNow started at window close) and IQP-1D (ours: one partial and the
+merge after the window on a warm session, the denominator until the Airflow paths plug in).
+A run counts only if its final result equals the batch truth and no row was dropped by a
+watermark. Writes runs.jsonl, table.txt and ratios.png into --out; prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from airflow_iqp.queries import load_query
+from benchmarks.ssbench import producer
+from benchmarks.ssbench.harness import run_once
+from benchmarks.ssbench.report import format_table, plot
+from benchmarks.ssbench.shape import is_ordered
+from benchmarks.ssbench.spark_worker import CONFIGS, batch_truth
+from benchmarks.ssbench.systems import RunSpec
+
+ORDERS_PER_FILE = 500  # the protocol's density: scale 0.1 (150,000 orders) over 300 files
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--queries", default="q6,q14,q3,cq4", help="comma-separated (default: Tier S)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--baseline", default="IQP-1D", help="the configuration every cost is divided by")
+    parser.add_argument("--files", type=int, default=300, help="files per stream (one per second of event time)")
+    parser.add_argument("--scale", type=float, help="TPC-H scale (default: files / 3000, ~500 orders per file)")
+    parser.add_argument("--speedup", type=float, default=1.0, help="replay this many times faster than 1 file/s")
+    parser.add_argument("--deadline", type=float, default=30.0, help="seconds after window close the result is due")
+    parser.add_argument("--repeats", type=int, default=1, help="runs per configuration and query (median)")
+    parser.add_argument("--data", type=Path, default=Path("data/ssbench"), help="where streams are generated")
+    parser.add_argument("--out", type=Path, help="results directory (default: under --data, by time)")
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.configs.split(",")) - set(CONFIGS))
+    if unknown:
+        parser.error(f"unknown configuration(s) {unknown}; choose from {', '.join(CONFIGS)}")
+    if args.files < 2 or args.speedup <= 0 or args.repeats < 1 or args.deadline <= 0:
+        parser.error("--files must be at least 2, --repeats at least 1, --speedup and --deadline positive")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    queries = [q.strip() for q in args.queries.split(",") if q.strip()]
+    configs = [c.strip() for c in args.configs.split(",") if c.strip()]
+    scale = args.scale or args.files * ORDERS_PER_FILE / 1_500_000
+    source = (args.data / f"s{scale:g}-f{args.files}").absolute()
+    out = (args.out or args.data / time.strftime("results-%Y%m%d-%H%M%S")).absolute()
+    out.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    manifest = producer.ensure_stream(source, scale, args.files)
+    print(f"stream: {source} ({args.files} files, scale {scale:g}); computing the batch truth", flush=True)
+    truth = batch_truth(source, queries, out / "truth")
+    rows = []
+    with (out / "runs.jsonl").open("w") as sink:
+        for query in queries:
+            ordered = is_ordered(load_query(query).sql)
+            for repeat in range(args.repeats):
+                for config in configs:
+                    spec = RunSpec(
+                        query=query,
+                        source=source,
+                        landing=out / "landing",
+                        workdir=out / "work",
+                        files=args.files,
+                        seconds_per_file=manifest.seconds_per_file / args.speedup,
+                        deadline_s=args.deadline,
+                    )
+                    row = run_once(CONFIGS[config](), spec, args.speedup, truth[query], ordered, repeat)
+                    rows.append(row)
+                    sink.write(json.dumps(row.as_json()) + "\n")
+                    sink.flush()
+                    cost = "-" if row.cpu_s is None else f"{row.cpu_s:.1f} CPU-s"
+                    print(f"{query} {config} #{repeat}: {row.status} {cost} {row.error or ''}".rstrip(), flush=True)
+    table = format_table(rows, args.baseline)
+    (out / "table.txt").write_text(table + "\n")
+    plot(rows, args.baseline, out / "ratios.png")
+    print(table)
+    print(f"{len(rows)} runs in {time.monotonic() - began:.0f} s; rows, table and plot in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
