@@ -3,6 +3,7 @@
 - ORDER BY and LIMIT leave the streaming plan (LIMIT is refused in Update mode, a sort only runs on
   a Complete-mode aggregate) and are applied when the sink is read at the end.
 - One stream (with or without static tables): Complete mode into the memory sink, as in the paper.
+- Comma joins stay inner joins (sqlglot would write CROSS JOIN, which a stream-stream join refuses).
 - Two streams (orders joined with lineitem): Complete mode is refused, so Update mode, with a
   watermark on each stream and the event-time equality added to every equality between the two
   streams. The generator stamps a lineitem with its order's event time, so the equality loses no
@@ -63,6 +64,7 @@ def streaming_form(
     tree.set("order", None)
     tree.set("limit", None)
     keys = tuple(i for i, e in enumerate(tree.expressions) if e.find(exp.AggFunc) is None)
+    _inner_joins(tree)
     mode, watermarked = OutputMode.COMPLETE, tuple[str, ...]()
     if len(streams) > 1:
         _add_event_time_equalities(tree, streams, event_time, columns)
@@ -70,6 +72,15 @@ def streaming_form(
     return StreamingForm(
         tree.sql(dialect=DIALECT), mode, watermarked, keys, _reader_clause(order), _reader_clause(limit)
     )
+
+
+def _inner_joins(tree: exp.Expr) -> None:
+    """Comma joins as plain inner joins. sqlglot writes `FROM a, b` as `a CROSS JOIN b`, and Spark's
+    stream-stream join refuses the Cross join type even when a WHERE equality makes it an equi-join.
+    """
+    for join in tree.find_all(exp.Join):
+        if join.args.get("kind") == "CROSS" and not join.args.get("on") and not join.args.get("using"):
+            join.set("kind", None)
 
 
 def _reader_clause(clause: exp.Expr | None) -> str:

@@ -77,3 +77,9 @@ def test_two_streams_without_an_equality_between_them_are_refused():
 def test_is_ordered():
     assert is_ordered(load_query("q3").sql)
     assert not is_ordered(load_query("q6").sql)
+
+
+def test_comma_joins_stay_inner_joins():
+    # Spark's stream-stream join refuses the Cross join type that sqlglot would write for a comma.
+    assert "CROSS" not in form_of("q3").sql.upper()
+    assert "CROSS" not in form_of("q14").sql.upper()
