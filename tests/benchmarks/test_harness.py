@@ -39,7 +39,9 @@ class FakeSystem:
 @pytest.fixture
 def spec(tmp_path, monkeypatch):
     def replay(source, landing, speedup):
-        (landing / "_started").write_text(str(time.time()))
+        # Written then renamed, as the real replay lands its descriptor: never seen half-written.
+        (landing / "_started.tmp").write_text(str(time.time()))
+        (landing / "_started.tmp").rename(landing / "_started")
         return 2
 
     monkeypatch.setattr(harness.producer, "replay_stream", replay)
