@@ -60,12 +60,14 @@ class Snapshot:
 @dataclass(frozen=True)
 class Selector:
     """Which processes make up one side (Spark, Airflow): the given pids, every process whose
-    command line matches `pattern`, and all descendants of both; minus what `exclude` selects.
+    command line matches `pattern`, and all descendants of both; the descendants (not the
+    processes themselves) of `parents`; minus what `exclude` selects.
     """
 
     pids: frozenset[int] = frozenset()
     pattern: str | None = None
     exclude: Selector | None = None
+    parents: frozenset[int] = frozenset()  # e.g. a loop that runs spark-submit: its jobs are Spark, it is not
 
     def matches(self, sample: ProcSample) -> bool:
         return sample.pid in self.pids or (
@@ -119,7 +121,11 @@ def _read_all(cmdlines: dict[Identity, str]) -> dict[int, tuple[int, int, int, i
 def selected(procs: Mapping[int, ProcSample], selector: Selector, sticky: Iterable[Identity] = ()) -> set[Identity]:
     """Identities `selector` picks in one snapshot: matches, `sticky` ones still alive, descendants."""
     sticky = set(sticky)
-    picked = {p.pid for p in procs.values() if selector.matches(p) or p.identity in sticky}
+    picked = {
+        p.pid
+        for p in procs.values()
+        if selector.matches(p) or p.identity in sticky or (p.ppid in selector.parents and p.pid not in selector.parents)
+    }
     children: dict[int, list[int]] = {}
     for p in procs.values():
         children.setdefault(p.ppid, []).append(p.pid)

@@ -70,6 +70,20 @@ def test_selected_takes_roots_pattern_matches_and_descendants_minus_exclusions()
     assert selected(procs, Selector(pids=frozenset({11}))) == {ident[11], ident[12], ident[13]}
 
 
+def test_parents_select_their_descendants_but_not_themselves():
+    procs = {
+        p.pid: p
+        for p in (
+            proc(10, 1, cmdline="python benchmark loop"),
+            proc(12, 10, cmdline="spark-submit partial_job.py"),
+            proc(13, 12, cmdline="java SparkSubmit"),
+            proc(20, 1, cmdline="python unrelated"),
+        )
+    }
+    ident = {pid: procs[pid].identity for pid in procs}
+    assert selected(procs, Selector(parents=frozenset({10}))) == {ident[12], ident[13]}
+
+
 def test_members_are_sticky_once_picked():
     first = snap(0, proc(5, 1, cmdline="java SparkSubmit"))
     later = snap(1, proc(5, 1, cmdline="java"))  # same identity, pattern no longer matches
