@@ -6,11 +6,13 @@ Run (one heavy job at a time on this machine):
 
 Each query's stream is generated once (`--scale` defaults to ~500 orders per file), its batch
 truth computed once, then every configuration runs on its own fresh replay, one at a time:
-SS-default (default trigger), SS-pt (processing time = span / 7.5, the paper's 10 minutes of
-4500 s), SS-once (availableNow started at window close) and IQP-1D (ours: one partial and the
-merge after the window on a warm session, the denominator until the Airflow paths plug in).
+- SS-default (default trigger), SS-pt (processing time = span / 7.5, the paper's 10 minutes of
+  4500 s), SS-once (availableNow started at window close);
+- ours: IQP-1D (one partial and the merge after the window: the normaliser), IQP-static (the
+  static plan), IQP-dyn (dynamic, alpha 0.5, tau_max 30 s), each on a warm in-process session,
+  and the same three with `-submit`: one spark-submit per job, as the Airflow tasks run today.
 A run counts only if its final result equals the batch truth and no row was dropped by a
-watermark. Writes runs.jsonl, table.txt and ratios.png into --out; prints the table.
+watermark. Writes runs.jsonl, tables.txt and ratios.png into --out; prints the tables.
 """
 
 from __future__ import annotations
@@ -24,18 +26,21 @@ from pathlib import Path
 from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.harness import run_once
-from benchmarks.ssbench.report import format_table, plot
+from benchmarks.ssbench.report import format_runs, format_table, format_totals, plot
 from benchmarks.ssbench.shape import is_ordered
 from benchmarks.ssbench.spark_worker import CONFIGS, batch_truth
 from benchmarks.ssbench.systems import RunSpec
 
 ORDERS_PER_FILE = 500  # the protocol's density: scale 0.1 (150,000 orders) over 300 files
+DEFAULT_CONFIGS = ("SS-default", "SS-pt", "SS-once", "IQP-1D", "IQP-dyn", "IQP-1D-submit", "IQP-dyn-submit")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--queries", default="q6,q14,q3,cq4", help="comma-separated (default: Tier S)")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument(
+        "--configs", default=",".join(DEFAULT_CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}"
+    )
     parser.add_argument("--baseline", default="IQP-1D", help="the configuration every cost is divided by")
     parser.add_argument("--files", type=int, default=300, help="files per stream (one per second of event time)")
     parser.add_argument("--scale", type=float, help="TPC-H scale (default: files / 3000, ~500 orders per file)")
@@ -85,11 +90,14 @@ def main(argv: list[str] | None = None) -> int:
                     sink.write(json.dumps(row.as_json()) + "\n")
                     sink.flush()
                     cost = "-" if row.cpu_s is None else f"{row.cpu_s:.1f} CPU-s"
-                    print(f"{query} {config} #{repeat}: {row.status} {cost} {row.error or ''}".rstrip(), flush=True)
-    table = format_table(rows, args.baseline)
-    (out / "table.txt").write_text(table + "\n")
+                    print(
+                        f"{query} {config} #{repeat} (load {row.load_1m:.2f}): {row.status} {cost} {row.error or ''}",
+                        flush=True,
+                    )
+    tables = "\n\n".join([format_runs(rows), format_table(rows, args.baseline), format_totals(rows)])
+    (out / "tables.txt").write_text(tables + "\n")
     plot(rows, args.baseline, out / "ratios.png")
-    print(table)
+    print(tables)
     print(f"{len(rows)} runs in {time.monotonic() - began:.0f} s; rows, table and plot in {out}")
     return 0
 

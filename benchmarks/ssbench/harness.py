@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -43,7 +44,9 @@ class RunRow:
     result_ok: bool | None
     ready_after_close_s: float | None  # result ready, seconds after the window closed
     startup_cpu_s: float | None  # Spark side before the span (JVM and session start)
-    airflow_cpu_s: float | None
+    airflow_cpu_s: float | None  # Airflow's processes, when Airflow drives the run
+    loop_cpu_s: float | None  # ours' stand-in loop, when its jobs run in other processes
+    load_1m: float  # the machine's 1-minute load average when the run started
     dropped_by_watermark: int | None
     state_bytes: int | None
     error: str | None
@@ -77,7 +80,14 @@ def run_once(
     repeat: int,
 ) -> RunRow:
     """Run `system` once on the replayed window; failures become a row, not an exception."""
-    base = {"query": spec.query, "config": system.config, "repeat": repeat, "files": spec.files, "speedup": speedup}
+    base = {
+        "query": spec.query,
+        "config": system.config,
+        "repeat": repeat,
+        "files": spec.files,
+        "speedup": speedup,
+        "load_1m": os.getloadavg()[0],
+    }
     _fresh(spec.landing)
     _fresh(spec.workdir)
     try:
@@ -136,6 +146,7 @@ def _row(
         ready_after_close_s=outcome.ready_at - window.end,
         startup_cpu_s=startup_cpu_seconds(first, spark),
         airflow_cpu_s=None if airflow is None else cpu_seconds(sampler.snapshots, airflow),
+        loop_cpu_s=outcome.loop_cpu_s,
         dropped_by_watermark=outcome.dropped_by_watermark,
         state_bytes=outcome.state_bytes,
         error="; ".join(str(p) for p in problems) or None,

@@ -84,12 +84,82 @@ def format_table(rows: Sequence[RunRow], baseline: str) -> str:
             else:
                 line.append(f"{'?' if ratio is None else f'{ratio:.2f}x'} ({cell.cpu_s:.1f} s)")
         lines.append(line)
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
-    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)) for line in lines]
+    return _grid(lines) + f"\n(ratio = CPU-seconds of the Spark side over the span / {baseline}'s; median of repeats)"
+
+
+def _grid(lines: list[list[str]]) -> str:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    text = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip() for line in lines]
     text.insert(1, "  ".join("-" * w for w in widths))
-    return (
-        "\n".join(text) + f"\n(ratio = CPU-seconds of the Spark side over the span / {baseline}'s; median of repeats)"
-    )
+    return "\n".join(text)
+
+
+def _number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def format_runs(rows: Sequence[RunRow]) -> str:
+    """One line per run: the cost and everything that qualifies it."""
+    header = [
+        "query",
+        "config",
+        "#",
+        "status",
+        "CPU-s",
+        "busy-s",
+        "batches",
+        "peak-MiB",
+        "ready",
+        "deadline",
+        "loop-CPU-s",
+        "Airflow-CPU-s",
+        "JVM-start-CPU-s",
+        "load-1m",
+        "check",
+    ]
+    lines = [header]
+    for r in rows:
+        ready = "-" if r.ready_after_close_s is None else f"close{r.ready_after_close_s:+.1f}s"
+        deadline = "-" if r.deadline_met is None else ("met" if r.deadline_met else "MISSED")
+        lines.append(
+            [
+                r.query,
+                r.config,
+                str(r.repeat),
+                r.status,
+                _number(r.cpu_s),
+                _number(r.busy_s),
+                "-" if r.batches is None else str(r.batches),
+                "-" if r.peak_rss is None else str(round(r.peak_rss / 2**20)),
+                ready,
+                deadline,
+                _number(r.loop_cpu_s, 2),
+                _number(r.airflow_cpu_s),
+                _number(r.startup_cpu_s),
+                f"{r.load_1m:.2f}",
+                "ok" if r.error is None else r.error[:80],
+            ]
+        )
+    return _grid(lines)
+
+
+def is_streaming(config: str) -> bool:
+    return config.startswith("SS-")
+
+
+def format_totals(rows: Sequence[RunRow]) -> str:
+    """Each streaming configuration's total CPU-seconds over each of ours', over the queries both ran."""
+    configs = list(dict.fromkeys(r.config for r in rows))
+    streaming = [c for c in configs if is_streaming(c)]
+    mine = [c for c in configs if not is_streaming(c)]
+    lines = [["streaming / ours (total)", *mine]]
+    for config in streaming:
+        line = [config]
+        for base in mine:
+            total = ratios(rows, base)["total"][config]
+            line.append("-" if total is None else f"{total:.2f}x")
+        lines.append(line)
+    return _grid(lines)
 
 
 def plot(rows: Sequence[RunRow], baseline: str, path: Path) -> None:

@@ -1,5 +1,5 @@
 """Systems that run in one worker process of their own (`worker.py`): the Structured Streaming
-configurations and our one-batch normaliser; and the single-pass batch truth.
+configurations and ours (each policy on each execution path); and the single-pass batch truth.
 
 The worker is a fresh Python driver with its own JVM per run, so its CPU and peak memory belong to
 the run alone and a warm JIT from an earlier run helps no one.
@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any
 
+from airflow_iqp.constants import ExecutionPath
 from benchmarks.ssbench.measure import Selector
 from benchmarks.ssbench.systems import SPARK_CONF, Outcome, RunFailed, Sides, SystemRefused
 
@@ -90,34 +91,41 @@ class Worker:
 
 @dataclass
 class WorkerSystem:
-    """A system whose Spark side is one worker process: its Python driver and that driver's JVM."""
+    """A system whose Spark side is one worker process: its Python driver and that driver's JVM;
+    or, when its jobs run elsewhere (spark-submit), the worker's child processes only, the worker
+    itself being the loop that starts them (Airflow's stand-in, whose CPU is reported apart).
+    """
 
     config: str
-    mode: str  # worker mode: "ss" or "iqp-1d"
-    trigger: str | None = None  # ss: "default", "processingTime" or "availableNow"
+    mode: str  # worker mode: "ss" or "ours"
+    settings: Mapping[str, str]  # the mode's own: ss {"trigger"}; ours {"policy", "path"}
+    jobs_elsewhere: bool = False
     _worker: Worker | None = field(default=None, repr=False)
 
     def start(self, run: RunSpec) -> Sides:
         spec = {
             "mode": self.mode,
+            **self.settings,
             "query": run.query,
             "source": str(run.source),
             "landing": str(run.landing),
             "workdir": str(run.workdir),
             "conf": dict(run.spark_conf),
-            "trigger": self.trigger,
+            "seconds_per_file": run.seconds_per_file,
+            "deadline_s": run.deadline_s,
             "interval_s": run.files * run.seconds_per_file / PT_FRACTION,
             "watermark": WATERMARK,
         }
         self._worker = Worker(spec, run.workdir)
         self._worker.receive(STARTUP_LIMIT_S)
-        return Sides(spark=Selector(pids=frozenset({self._worker.process.pid})))
+        pid = frozenset({self._worker.process.pid})
+        return Sides(spark=Selector(parents=pid) if self.jobs_elsewhere else Selector(pids=pid))
 
     def finish(self, window: Window) -> Outcome:
         if self._worker is None:
             raise RunFailed(f"{self.config}: finish() before start()")
         give_up = window.deadline + LATE_LIMIT_S
-        self._worker.send(end=window.end, give_up=give_up)
+        self._worker.send(start=window.start, end=window.end, give_up=give_up)
         message = self._worker.receive(give_up - time.time() + STARTUP_LIMIT_S)
         return Outcome(
             rows=[tuple(row) for row in message["rows"]],
@@ -126,6 +134,7 @@ class WorkerSystem:
             batches=message["batches"],
             dropped_by_watermark=message.get("dropped_by_watermark", 0),
             state_bytes=message.get("state_bytes", 0),
+            loop_cpu_s=message["loop_cpu_s"] if self.jobs_elsewhere else None,
         )
 
     def close(self) -> None:
@@ -134,12 +143,27 @@ class WorkerSystem:
             self._worker = None
 
 
-# The configurations this module provides; the coordinator adds ours on Connect and spark-submit.
+def streaming(config: str, trigger: str) -> Callable[[], System]:
+    return lambda: WorkerSystem(config, "ss", {"trigger": trigger})
+
+
+def ours(config: str, policy: str, path: ExecutionPath) -> Callable[[], System]:
+    settings = {"policy": policy, "path": path.value}
+    return lambda: WorkerSystem(config, "ours", settings, jobs_elsewhere=path is ExecutionPath.SPARK_SUBMIT)
+
+
+# Every configuration, by its row label. Ours on Spark Connect joins as `ours(..., <connect path>)`
+# once jobs.JOB_PATHS has it (its Spark side is then the server's process, not the worker's).
 CONFIGS: dict[str, Callable[[], System]] = {
-    "SS-default": lambda: WorkerSystem("SS-default", "ss", "default"),
-    "SS-pt": lambda: WorkerSystem("SS-pt", "ss", "processingTime"),
-    "SS-once": lambda: WorkerSystem("SS-once", "ss", "availableNow"),
-    "IQP-1D": lambda: WorkerSystem("IQP-1D", "iqp-1d"),
+    "SS-default": streaming("SS-default", "default"),
+    "SS-pt": streaming("SS-pt", "processingTime"),
+    "SS-once": streaming("SS-once", "availableNow"),
+    "IQP-1D": ours("IQP-1D", "one-batch", ExecutionPath.IN_PROCESS),
+    "IQP-static": ours("IQP-static", "static", ExecutionPath.IN_PROCESS),
+    "IQP-dyn": ours("IQP-dyn", "dynamic", ExecutionPath.IN_PROCESS),
+    "IQP-1D-submit": ours("IQP-1D-submit", "one-batch", ExecutionPath.SPARK_SUBMIT),
+    "IQP-static-submit": ours("IQP-static-submit", "static", ExecutionPath.SPARK_SUBMIT),
+    "IQP-dyn-submit": ours("IQP-dyn-submit", "dynamic", ExecutionPath.SPARK_SUBMIT),
 }
 
 

@@ -83,6 +83,9 @@ class Outcome:
     # getrusage(RUSAGE_CHILDREN) around each spark-submit in an Airflow task (measure.ChildrenCpu).
     # When set, this is the Spark side's cost instead of the sampled one.
     spark_cpu_s: float | None = None
+    # The CPU of ours' own loop over the span (polling, planning, starting jobs) when its jobs run
+    # in other processes: what Airflow's triggerer and tasks do in a deployment. Not Spark-side.
+    loop_cpu_s: float | None = None
 
 
 class System(Protocol):

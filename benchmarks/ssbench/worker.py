@@ -5,7 +5,8 @@
 Modes (`spec["mode"]`):
 - `ss`: one Structured Streaming query over the landing directory with the given trigger:
   `default`, `processingTime` (`interval_s`) or `availableNow` (started when the window closes);
-- `iqp-1d`: ours as one batch after the window: the packaged partial and merge in this session;
+- `ours`: one policy of ours (`ours.py`: one batch, static plan, dynamic) with its jobs on one
+  execution path (`jobs.py`: in this process's warm session, or a spark-submit per job);
 - `truth`: the single-pass batch result of each query over all generated files.
 
 It talks to the harness in JSON lines: it writes `ready` once its session (and for `ss` with a
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import sys
 import threading
@@ -25,9 +27,13 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from airflow_iqp.constants import ExecutionPath
+from airflow_iqp.declaration import ArrivalRate
 from airflow_iqp.queries import load_query
-from benchmarks.ssbench import producer
+from benchmarks.ssbench import jobs, producer
 from benchmarks.ssbench.check import canonical_rows
+from benchmarks.ssbench.jobs import JOB_PATHS
+from benchmarks.ssbench.ours import POLICIES, Setting, Window
 from benchmarks.ssbench.progress import summarize
 from benchmarks.ssbench.shape import OutputMode, streaming_form
 
@@ -44,17 +50,7 @@ PROGRESS_KEPT = 100_000  # progress events a query keeps (default 100): a run mu
 
 
 def session(conf: dict[str, str]) -> SparkSession:
-    from pyspark.sql import SparkSession
-
-    from airflow_iqp.settings import spark_local_ip
-
-    os.environ["SPARK_LOCAL_IP"] = spark_local_ip()
-    builder = SparkSession.builder.appName("iqp-vs-structured-streaming")
-    for key, value in {**conf, "spark.sql.streaming.numRecentProgressUpdates": str(PROGRESS_KEPT)}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return jobs.session({**conf, "spark.sql.streaming.numRecentProgressUpdates": str(PROGRESS_KEPT)})
 
 
 def register_static(spark: SparkSession, source: Path, query: QueryDefinition) -> None:
@@ -234,32 +230,44 @@ def _final_rows(spark: SparkSession, form: StreamingForm, upserts: Upserts) -> l
     return canonical_rows(spark.sql(form.read_sql(RESULT_VIEW)).collect())
 
 
-def run_one_batch(spec: dict[str, Any], messages: Messages) -> None:
-    """Ours as the normaliser: when the window closes, one partial over all its files, then the merge."""
-    from airflow_iqp.sql import decompose
-
+def run_ours(spec: dict[str, Any], messages: Messages) -> None:
+    """Ours on the window: a policy of ours.py, its jobs on one execution path of jobs.py."""
     source, landing, workdir = Path(spec["source"]), Path(spec["landing"]), Path(spec["workdir"])
     query = load_query(spec["query"])
-    decomposition = decompose(query.sql, query.streams)
-    spark = session(spec["conf"])
-    register_static(spark, source, query)
-
-    def one_batch(files: dict[str, list[Path]], output: Path) -> list[Any]:
-        from airflow_iqp.spark import run_merge, run_partial
-
-        frames = {s: spark.read.parquet(*map(str, files[s])) for s in decomposition.streams}
-        run_partial(spark, decomposition, frames).write.parquet(str(output))
-        return canonical_rows(run_merge(spark, decomposition, [spark.read.parquet(str(output))]).collect())
-
-    # Warm-up, like a long-running session: the same jobs once over the first file.
-    one_batch({s: producer.stream_files(source, s)[:1] for s in decomposition.streams}, workdir / "warm-up")
+    manifest = producer.load(source)
+    names = [f.name for f in manifest.streams[query.streams[0]]]
+    rows_per_file = sum(f.rows for s in query.streams for f in manifest.streams[s]) / len(names)
+    execution_path = ExecutionPath(spec["path"])
+    setting = Setting(
+        query=query.name,
+        window_s=len(names) * spec["seconds_per_file"],
+        deadline_s=spec["deadline_s"],
+        landing=landing,
+        rate=ArrivalRate(1.0 / spec["seconds_per_file"], rows_per_file),
+        execution_path=execution_path,
+    )
+    run = POLICIES[spec["policy"]](setting)  # plans now; a refused declaration ends the run here
+    path = JOB_PATHS[execution_path](spec["conf"], query.name, source)
+    if path.keeps_session:
+        # Warm-up, like a long-running session: the same jobs once over the first file.
+        warm = Window(query.streams, names[:1], source / "stream", 0.0, 0.0, workdir / "warm-up", path)
+        warm.run_partial(warm.names)
+        warm.merge()
     messages.send("ready")
-    window = messages.receive()
-    sleep_until(window["end"])
-    began = time.time()
-    rows = one_batch({s: producer.landed_files(landing, s) for s in decomposition.streams}, workdir / "partial")
-    ready_at = time.time()
-    messages.send("result", rows=rows, ready_at=ready_at, busy_s=ready_at - began, batches=1)
+    message = messages.receive()
+    began = resource.getrusage(resource.RUSAGE_SELF)
+    window = Window(query.streams, names, landing, message["start"], message["end"], workdir / "ours", path)
+    account = run(window)
+    ended = resource.getrusage(resource.RUSAGE_SELF)
+    messages.send(
+        "result",
+        rows=account.rows,
+        ready_at=account.ready_at,
+        busy_s=account.busy_s,
+        batches=account.batches,
+        # The loop's own CPU over the span: Airflow's stand-in when the jobs run in other processes.
+        loop_cpu_s=(ended.ru_utime + ended.ru_stime) - (began.ru_utime + began.ru_stime),
+    )
 
 
 def run_truth(spec: dict[str, Any], messages: Messages) -> None:
@@ -275,7 +283,7 @@ def run_truth(spec: dict[str, Any], messages: Messages) -> None:
         messages.send("truth", query=name, rows=canonical_rows(spark.sql(query.sql).collect()))
 
 
-MODES = {"ss": run_ss, "iqp-1d": run_one_batch, "truth": run_truth}
+MODES = {"ss": run_ss, "ours": run_ours, "truth": run_truth}
 
 
 def main() -> None:
@@ -284,7 +292,7 @@ def main() -> None:
     try:
         MODES[spec["mode"]](spec, messages)
     except Exception as err:
-        refused = type(err).__name__ in {"AnalysisException", "UnsupportedQuery"}
+        refused = type(err).__name__ in {"AnalysisException", "UnsupportedQuery", "InvalidDeclaration"}
         messages.send("error", refused=refused, error=f"{type(err).__name__}: {err}".splitlines()[0][:500])
         traceback.print_exc()
         sys.exit(1)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.ssbench.harness import RunRow
-from benchmarks.ssbench.report import cells, format_table, plot, ratios
+from benchmarks.ssbench.report import cells, format_runs, format_table, format_totals, plot, ratios
 
 
 def row(query, config, cpu, status="ok", repeat=0):
@@ -23,6 +23,8 @@ def row(query, config, cpu, status="ok", repeat=0):
         ready_after_close_s=1.0,
         startup_cpu_s=1.0,
         airflow_cpu_s=None,
+        loop_cpu_s=None,
+        load_1m=1.5,
         dropped_by_watermark=0,
         state_bytes=0,
         error=None,
@@ -67,6 +69,24 @@ def test_format_table_shows_ratios_costs_and_refusals():
     assert "10.00x (30.0 s)" in text
     assert "refused" in text
     assert text.splitlines()[-2].startswith("total")
+
+
+def test_format_runs_has_a_line_per_run_with_its_status():
+    lines = format_runs(ROWS).splitlines()
+    assert len(lines) == 2 + len(ROWS)
+    assert "refused" in lines[-1]
+    assert "1.50" in lines[2]  # the load when the run started
+
+
+def test_format_totals_divides_each_streaming_total_by_each_of_ours():
+    rows = [*ROWS, row("q6", "IQP-dyn", 1.0), row("q3", "IQP-dyn", 5.0)]
+    lines = format_totals(rows).splitlines()
+    assert lines[0].split() == ["streaming", "/", "ours", "(total)", "IQP-1D", "IQP-dyn"]
+    default = lines[2].split()
+    assert default[0] == "SS-default"
+    assert default[1] == f"{(30.0 + 50.0) / (3.0 + 10.0):.2f}x"
+    assert default[2] == f"{(30.0 + 50.0) / (1.0 + 5.0):.2f}x"
+    assert lines[3].split() == ["SS-once", "-", "-"]
 
 
 def test_plot_writes_a_png(tmp_path):
