@@ -25,7 +25,7 @@ from pathlib import Path
 
 from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
-from benchmarks.ssbench.harness import run_once
+from benchmarks.ssbench.harness import RunRow, run_once
 from benchmarks.ssbench.report import format_runs, format_table, format_totals, plot
 from benchmarks.ssbench.shape import is_ordered
 from benchmarks.ssbench.spark_worker import CONFIGS, batch_truth
@@ -49,6 +49,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=1, help="runs per configuration and query (median)")
     parser.add_argument("--data", type=Path, default=Path("data/ssbench"), help="where streams are generated")
     parser.add_argument("--out", type=Path, help="results directory (default: under --data, by time)")
+    parser.add_argument(
+        "--from-runs", type=Path, nargs="+", help="run nothing: tables and plot (into --out) from these runs.jsonl"
+    )
     args = parser.parse_args(argv)
     unknown = sorted(set(args.configs.split(",")) - set(CONFIGS))
     if unknown:
@@ -66,6 +69,11 @@ def main(argv: list[str] | None = None) -> int:
     source = (args.data / f"s{scale:g}-f{args.files}").absolute()
     out = (args.out or args.data / time.strftime("results-%Y%m%d-%H%M%S")).absolute()
     out.mkdir(parents=True, exist_ok=True)
+    if args.from_runs:
+        report(
+            [RunRow(**json.loads(line)) for runs in args.from_runs for line in runs.read_text().splitlines()], args, out
+        )
+        return 0
     began = time.monotonic()
     manifest = producer.ensure_stream(source, scale, args.files)
     print(f"stream: {source} ({args.files} files, scale {scale:g}); computing the batch truth", flush=True)
@@ -94,12 +102,16 @@ def main(argv: list[str] | None = None) -> int:
                         f"{query} {config} #{repeat} (load {row.load_1m:.2f}): {row.status} {cost} {row.error or ''}",
                         flush=True,
                     )
+    report(rows, args, out)
+    print(f"{len(rows)} runs in {time.monotonic() - began:.0f} s; rows, tables and plot in {out}")
+    return 0
+
+
+def report(rows: list[RunRow], args: argparse.Namespace, out: Path) -> None:
     tables = "\n\n".join([format_runs(rows), format_table(rows, args.baseline), format_totals(rows)])
     (out / "tables.txt").write_text(tables + "\n")
-    plot(rows, args.baseline, out / "ratios.png")
+    plot(rows, out / "ratios.png")
     print(tables)
-    print(f"{len(rows)} runs in {time.monotonic() - began:.0f} s; rows, table and plot in {out}")
-    return 0
 
 
 if __name__ == "__main__":

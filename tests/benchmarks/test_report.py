@@ -91,5 +91,5 @@ def test_format_totals_divides_each_streaming_total_by_each_of_ours():
 
 def test_plot_writes_a_png(tmp_path):
     path = tmp_path / "ratios.png"
-    plot(ROWS, "IQP-1D", path)
+    plot([*ROWS, row("q6", "IQP-dyn", 1.0)], path)
     assert path.read_bytes()[:4] == b"\x89PNG"
