@@ -108,7 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(rows: list[RunRow], args: argparse.Namespace, out: Path) -> None:
-    tables = "\n\n".join([format_runs(rows), format_table(rows, args.baseline), format_totals(rows)])
+    parts = [format_runs(rows), format_table(rows, args.baseline), format_totals(rows), format_totals(rows, "busy_s")]
+    tables = "\n\n".join(parts)
     (out / "tables.txt").write_text(tables + "\n")
     plot(rows, out / "ratios.png")
     print(tables)

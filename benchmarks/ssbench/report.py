@@ -1,12 +1,14 @@
-"""The benchmark's table and figure: each configuration's CPU-seconds divided by ours, per query
-and in total (median over repeats; invalid, refused and failed runs count for nothing).
+"""The benchmark's tables and figure: each configuration's CPU-seconds divided by ours, per query
+and in total (median over repeats; invalid, refused and failed runs count for nothing). The same
+ratios in busy seconds (the paper's cost: the time the jobs or micro-batches ran) are the
+paper-style view of the same runs.
 """
 
 from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -14,46 +16,48 @@ if TYPE_CHECKING:
 
     from benchmarks.ssbench.harness import RunRow
 
+Metric = Literal["cpu_s", "busy_s"]
 PAPER_RATIOS = {"default trigger": 60.0, "10-minute trigger": 12.0}  # multi-query, against dynamic LLF
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One configuration on one query: the median CPU-seconds of its valid runs, or why there is none."""
+    """One configuration on one query: the median cost of its valid runs, or why there is none."""
 
-    cpu_s: float | None
+    value: float | None
     runs: int
     note: str  # "" or the status of the runs when none was valid (refused, invalid, failed)
 
 
-def cells(rows: Sequence[RunRow]) -> dict[tuple[str, str], Cell]:
-    """(query, config) -> Cell."""
+def cells(rows: Sequence[RunRow], metric: Metric = "cpu_s") -> dict[tuple[str, str], Cell]:
+    """(query, config) -> Cell of `metric`."""
     grouped: dict[tuple[str, str], list[RunRow]] = {}
     for row in rows:
         grouped.setdefault((row.query, row.config), []).append(row)
     found = {}
     for key, runs in grouped.items():
-        valid = [r.cpu_s for r in runs if r.status == "ok" and r.cpu_s is not None]
+        costs = [getattr(r, metric) for r in runs if r.status == "ok"]
+        valid = [c for c in costs if c is not None]
         note = "" if valid else "/".join(sorted({r.status for r in runs}))
         found[key] = Cell(statistics.median(valid) if valid else None, len(runs), note)
     return found
 
 
-def ratios(rows: Sequence[RunRow], baseline: str) -> dict[str, dict[str, float | None]]:
-    """Query (and "total") -> config -> CPU-seconds / the baseline's; the total sums the queries
-    on which both the configuration and the baseline have a valid run.
+def ratios(rows: Sequence[RunRow], baseline: str, metric: Metric = "cpu_s") -> dict[str, dict[str, float | None]]:
+    """Query (and "total") -> config -> cost / the baseline's; the total sums the queries on
+    which both the configuration and the baseline have a valid run.
     """
-    table = cells(rows)
+    table = cells(rows, metric)
     queries = list(dict.fromkeys(r.query for r in rows))
     configs = list(dict.fromkeys(r.config for r in rows))
     out: dict[str, dict[str, float | None]] = {}
     sums: dict[str, tuple[float, float]] = {}
     for query in queries:
-        base = table.get((query, baseline), Cell(None, 0, "")).cpu_s
+        base = table.get((query, baseline), Cell(None, 0, "")).value
         out[query] = {}
         for config in configs:
             cell = table.get((query, config))
-            cost = None if cell is None else cell.cpu_s
+            cost = None if cell is None else cell.value
             out[query][config] = None if cost is None or not base else cost / base
             if cost is not None and base:
                 num, den = sums.get(config, (0.0, 0.0))
@@ -79,10 +83,10 @@ def format_table(rows: Sequence[RunRow], baseline: str) -> str:
                 line.append("-" if ratio is None else f"{ratio:.2f}x")
             elif cell is None:
                 line.append("-")
-            elif cell.cpu_s is None:
+            elif cell.value is None:
                 line.append(cell.note)
             else:
-                line.append(f"{'?' if ratio is None else f'{ratio:.2f}x'} ({cell.cpu_s:.1f} s)")
+                line.append(f"{'?' if ratio is None else f'{ratio:.2f}x'} ({cell.value:.1f} s)")
         lines.append(line)
     return _grid(lines) + f"\n(ratio = CPU-seconds of the Spark side over the span / {baseline}'s; median of repeats)"
 
@@ -147,16 +151,16 @@ def is_streaming(config: str) -> bool:
     return config.startswith("SS-")
 
 
-def format_totals(rows: Sequence[RunRow]) -> str:
-    """Each streaming configuration's total CPU-seconds over each of ours', over the queries both ran."""
+def format_totals(rows: Sequence[RunRow], metric: Metric = "cpu_s") -> str:
+    """Each streaming configuration's total cost over each of ours', over the queries both ran."""
     configs = list(dict.fromkeys(r.config for r in rows))
     streaming = [c for c in configs if is_streaming(c)]
     mine = [c for c in configs if not is_streaming(c)]
-    lines = [["streaming / ours (total)", *mine]]
+    lines = [[f"streaming / ours, total {'CPU-seconds' if metric == 'cpu_s' else 'busy seconds'}", *mine]]
     for config in streaming:
         line = [config]
         for base in mine:
-            total = ratios(rows, base)["total"][config]
+            total = ratios(rows, base, metric)["total"][config]
             line.append("-" if total is None else f"{total:.2f}x")
         lines.append(line)
     return _grid(lines)
@@ -178,10 +182,10 @@ def plot(rows: Sequence[RunRow], path: Path) -> None:
     mine = [c for c in configs if not is_streaming(c)]
     fig, (costs, ratio) = plt.subplots(1, 2, figsize=(4 + 1.2 * len(queries) + 1.2 * len(mine), 4.2))
     width = 0.8 / max(len(configs), 1)
-    least = min((c.cpu_s for c in table.values() if c.cpu_s), default=1.0)
+    least = min((c.value for c in table.values() if c.value), default=1.0)
     for i, config in enumerate(configs):
         xs = [q + i * width for q in range(len(queries))]
-        values = [(table.get((query, config)) or Cell(None, 0, "")).cpu_s or 0.0 for query in queries]
+        values = [(table.get((query, config)) or Cell(None, 0, "")).value or 0.0 for query in queries]
         costs.bar(xs, values, width, label=config, hatch="" if is_streaming(config) else "//")
     costs.set_ylim(bottom=least / 3)  # log bars start at the axis: give the cheapest some height
     costs.set_xticks([q + width * (len(configs) - 1) / 2 for q in range(len(queries))], queries)
