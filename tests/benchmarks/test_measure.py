@@ -174,3 +174,18 @@ def test_children_cpu_counts_a_waited_for_subprocess():
     cpu = ChildrenCpu.start()
     subprocess.run([sys.executable, "-c", busy], check=True)
     assert cpu.seconds() >= 0.3
+
+
+def test_the_children_of_a_loop_agree_with_its_rusage_of_children():
+    # Ours on spark-submit: the jobs (children of the loop) are sampled; the kernel's count of
+    # waited-for children is the check. A grandchild reaped by the child is counted once.
+    busy = "import time\nend = time.process_time() + 0.4\nwhile time.process_time() < end: pass\n"
+    nested = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', {busy!r}], check=True)\n{busy}"
+    sampler = Sampler({"spark": Selector(parents=frozenset({os.getpid()}))}, interval=0.05)
+    cpu = ChildrenCpu.start()
+    sampler.start()
+    subprocess.run([sys.executable, "-c", nested], check=True)
+    sampler.stop()
+    sampled = cpu_seconds(sampler.snapshots, sampler.side("spark"))
+    assert cpu.seconds() >= 0.8
+    assert sampled == pytest.approx(cpu.seconds(), abs=0.15)
