@@ -180,7 +180,7 @@ def plot(rows: Sequence[RunRow], path: Path) -> None:
     configs = list(dict.fromkeys(r.config for r in rows))
     streaming = [c for c in configs if is_streaming(c)]
     mine = [c for c in configs if not is_streaming(c)]
-    fig, (costs, ratio) = plt.subplots(1, 2, figsize=(4 + 1.2 * len(queries) + 1.2 * len(mine), 4.2))
+    fig, (costs, ratio) = plt.subplots(1, 2, figsize=(4 + 1.2 * len(queries) + 1.2 * len(mine), 4.8))
     width = 0.8 / max(len(configs), 1)
     least = min((c.value for c in table.values() if c.value), default=1.0)
     for i, config in enumerate(configs):
@@ -192,7 +192,7 @@ def plot(rows: Sequence[RunRow], path: Path) -> None:
     costs.set_yscale("log")
     costs.set_ylabel("Spark-side CPU-seconds over the span")
     costs.set_title("Cost per query (median run)", fontsize=10)
-    costs.legend(fontsize=7)
+    costs.legend(fontsize=7, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.08))
     width = 0.8 / max(len(streaming), 1)
     for i, config in enumerate(streaming):
         xs = [m + i * width for m in range(len(mine))]
