@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from benchmarks.ssbench.measure import Snapshot
     from benchmarks.ssbench.systems import Outcome, System
 
-DESCRIPTOR_WAIT_S = 30.0
-
 
 @dataclass(frozen=True)
 class RunRow:
@@ -61,13 +59,10 @@ def _fresh(path: Path) -> Path:
     return path
 
 
-def _window(landing: Path, span: float, deadline_s: float) -> Window:
-    """The window the replay opened: every replayed file's slot lies in it."""
-    give_up = time.monotonic() + DESCRIPTOR_WAIT_S
-    while (start := producer.window_start(landing)) is None:
-        if time.monotonic() > give_up:
-            raise RunFailed(f"the replay wrote no stream descriptor into {landing}")
-        time.sleep(0.01)
+def _window(start: float, span: float, deadline_s: float) -> Window:
+    """The window the replay opens at `start`: every replayed file's slot lies in it (the first
+    lands at once, each next one a slot later).
+    """
     return Window(start=start, end=start + span, deadline=start + span + deadline_s)
 
 
@@ -101,9 +96,9 @@ def run_once(
     replay = threading.Thread(
         target=producer.replay_stream, args=(spec.source, spec.landing, speedup), name="replay", daemon=True
     )
+    window = _window(time.time(), spec.files * spec.seconds_per_file, spec.deadline_s)
     replay.start()
     try:
-        window = _window(spec.landing, spec.files * spec.seconds_per_file, spec.deadline_s)
         outcome = system.finish(window)
     except (SystemRefused, RunFailed) as err:
         return _failed(base, err)

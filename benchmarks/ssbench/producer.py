@@ -1,15 +1,12 @@
-"""The TPC-H stream producer (generate, replay, manifest), reached only through this module.
-
-It lives in `airflow_iqp.data` today and moves to `airflow_iqp.tpch`: the move changes the first
-import below and nothing else.
+"""The TPC-H stream producer (`airflow_iqp.tpch`: generate, replay, manifest), reached only
+through this module.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_iqp.data import generate, manifest, replay
-from airflow_iqp.data.descriptor import load_descriptor
+from airflow_iqp.tpch import generate, manifest, replay
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,11 +44,3 @@ def replay_stream(source: Path, landing: Path, speedup: float) -> int:
 
 def landed_files(landing: Path, stream: str) -> list[Path]:
     return replay.landed_files(landing, stream)
-
-
-def window_start(landing: Path) -> float | None:
-    """Epoch seconds of the first file's slot, once the replay has written its descriptor."""
-    try:
-        return load_descriptor(landing).epoch.timestamp()
-    except ValueError:
-        return None

@@ -38,14 +38,7 @@ class FakeSystem:
 
 @pytest.fixture
 def spec(tmp_path, monkeypatch):
-    def replay(source, landing, speedup):
-        # Written then renamed, as the real replay lands its descriptor: never seen half-written.
-        (landing / "_started.tmp").write_text(str(time.time()))
-        (landing / "_started.tmp").rename(landing / "_started")
-        return 2
-
-    monkeypatch.setattr(harness.producer, "replay_stream", replay)
-    monkeypatch.setattr(harness.producer, "window_start", lambda landing: _started(landing))
+    monkeypatch.setattr(harness.producer, "replay_stream", lambda source, landing, speedup: 2)
     monkeypatch.setattr(harness, "settle", lambda selector: 0.0)
     return RunSpec(
         query="q6",
@@ -56,11 +49,6 @@ def spec(tmp_path, monkeypatch):
         seconds_per_file=0.05,
         deadline_s=5.0,
     )
-
-
-def _started(landing):
-    path = landing / "_started"
-    return float(path.read_text()) if path.exists() else None
 
 
 def test_a_correct_run_is_ok_and_measured(spec):
