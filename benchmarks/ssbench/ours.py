@@ -5,7 +5,7 @@ one-second polling as the triggers) and runs its jobs through a `JobPath` (jobs.
 - `one_batch`: when the window closes, one partial over all its files, then the merge (the
   normaliser);
 - `static`: the plan `plan_files` makes at the declared rate, each batch run once its files
-  have landed (FilesLandedTrigger), the last taking what is left;
+  have landed (as WindowInputTrigger waits), the last taking what is left;
 - `dynamic`: MinBatch and the tau_max bound from `dynamic_batching`, a batch cut whenever
   `batch_reason` allows (MinBatch landed, the last file in, the window closed, slow input), as
   `slots.decide` does, with the last free slot taking the rest. One query holds the resource
@@ -24,8 +24,18 @@ from typing import TYPE_CHECKING
 import pyarrow.parquet as pq
 
 from airflow_iqp.constants import ExecutionPath, Mode
-from airflow_iqp.declaration import ArrivalRate, Declaration, declare, dynamic_batching, plan_files
+from airflow_iqp.declaration import (
+    EXAMPLE_COST_MODELS,
+    ArrivalRate,
+    Declaration,
+    declare,
+    dynamic_batching,
+    plan_files,
+)
 from airflow_iqp.dynamic import batch_reason, expected_time_of
+from airflow_iqp.planning.cost_model_file import fitted_paths
+from airflow_iqp.queries import load_query
+from airflow_iqp.streams.spec import FileStream
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.check import canonical_rows
 
@@ -109,23 +119,37 @@ class Setting:
     deadline_s: float
     landing: Path
     rate: ArrivalRate  # the replay's: one file per slot, the stream's rows per file
-    execution_path: ExecutionPath  # whose cost model plans
+    execution_path: ExecutionPath  # whose cost model plans (see `cost_path`)
+    static: Mapping[str, Path] = field(default_factory=dict)  # static table -> its files
+
+    @property
+    def cost_path(self) -> ExecutionPath:
+        """The packaged cost model's section that plans: the execution path's own, or in_process's
+        (a warm Spark, as a Connect server is) for a model fitted without a section for the path.
+        """
+        fitted = fitted_paths(EXAMPLE_COST_MODELS / f"{self.query}.json")
+        return self.execution_path if self.execution_path in fitted else ExecutionPath.IN_PROCESS
 
     def declaration(self, mode: Mode) -> Declaration:
         """The checked declaration; a static one whose deadline no plan can meet is refused here
         (InvalidDeclaration), as it would be when the DAG file is parsed.
         """
-        limits = {"alpha": ALPHA, "tau_max": TAU_MAX_S} if mode is Mode.DYNAMIC else {}
+        landing = self.landing.absolute()
+        dynamic = mode is Mode.DYNAMIC
         return declare(
+            dag_id=f"ssbench_{self.query}",
             query=self.query,
             window=timedelta(seconds=self.window_s),
             deadline=timedelta(seconds=self.deadline_s),
-            landing=self.landing,
+            streams={s: FileStream(str(landing / s)) for s in load_query(self.query).streams},
+            static={table: str(path.absolute()) for table, path in self.static.items()},
+            output=str(landing.parent / "result" / "{window_start}"),
             rate=self.rate,
             cost_model=self.query,
             mode=mode,
-            execution_path=self.execution_path,
-            **limits,
+            execution_path=self.cost_path,
+            alpha=ALPHA if dynamic else None,
+            tau_max=TAU_MAX_S if dynamic else None,
         )
 
 
@@ -147,7 +171,8 @@ def one_batch(setting: Setting) -> Run:
 
 def static(setting: Setting) -> Run:
     """The static plan's batches, each run once its files have landed; the last takes the rest."""
-    batches = plan_files(setting.declaration(Mode.STATIC), setting.rate).plan.batches
+    declaration = setting.declaration(Mode.STATIC)
+    batches = plan_files(declaration, setting.rate, declaration.fitted_model(setting.cost_path)).plan.batches
 
     def run(window: Window) -> Account:
         for index, planned in enumerate(batches):
@@ -162,7 +187,8 @@ def static(setting: Setting) -> Run:
 
 def dynamic(setting: Setting) -> Run:
     """A batch whenever one is eligible, at most tau_max's worth; the last free slot takes the rest."""
-    batching = dynamic_batching(setting.declaration(Mode.DYNAMIC), setting.rate)
+    declaration = setting.declaration(Mode.DYNAMIC)
+    batching = dynamic_batching(declaration, setting.rate, declaration.fitted_model(setting.cost_path))
 
     def run(window: Window) -> Account:
         taken: list[str] = []

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -24,7 +25,8 @@ NAMES = [f"part-{i:05d}.parquet" for i in range(FILES)]
 class FakePath:
     """Records the batches it is given; its merge writes one row: the number of files merged."""
 
-    keeps_session: bool = False
+    warm_spark: bool = False
+    spark_pids: frozenset = frozenset()
     batches: list[list[str]] = field(default_factory=list)
     merged: list[Path] = field(default_factory=list)
 
@@ -103,7 +105,8 @@ def test_one_batch_runs_once_every_file_is_in_after_the_window(tmp_path, clock):
 
 def test_dynamic_cuts_batches_between_min_batch_and_tau_max_and_takes_every_file_once(tmp_path, clock):
     given = setting(tmp_path)
-    batching = dynamic_batching(given.declaration(ours.Mode.DYNAMIC), given.rate)
+    declared = given.declaration(ours.Mode.DYNAMIC)
+    batching = dynamic_batching(declared, given.rate, declared.fitted_model(given.cost_path))
     path = FakePath()
     account = ours.dynamic(given)(window(tmp_path, path))
     assert [n for b in path.batches for n in b] == NAMES
@@ -123,7 +126,8 @@ def test_dynamic_does_not_run_ahead_of_the_files(tmp_path, clock):
 
 def test_static_runs_the_planned_batches(tmp_path, clock):
     given = setting(tmp_path)
-    planned = plan_files(given.declaration(ours.Mode.STATIC), given.rate).plan.batches
+    declared = given.declaration(ours.Mode.STATIC)
+    planned = plan_files(declared, given.rate, declared.fitted_model(given.cost_path)).plan.batches
     path = FakePath()
     ours.static(given)(window(tmp_path, path))
     assert [len(b) for b in path.batches] == [b.size for b in planned]
@@ -133,3 +137,12 @@ def test_static_runs_the_planned_batches(tmp_path, clock):
 def test_a_static_plan_that_cannot_meet_its_deadline_is_refused(tmp_path):
     with pytest.raises(InvalidDeclaration, match="earliest feasible deadline"):
         ours.static(setting(tmp_path, ExecutionPath.SPARK_SUBMIT, deadline_s=1.0))
+
+
+def test_plans_use_the_paths_own_cost_model_or_in_process_where_the_packaged_model_has_none(tmp_path):
+    # q6's packaged model has a spark_connect section; q3's was fitted for in_process and spark_submit only.
+    assert setting(tmp_path, ExecutionPath.SPARK_CONNECT).cost_path is ExecutionPath.SPARK_CONNECT
+    static = {"customer": tmp_path / "static" / "customer"}
+    q3 = dataclasses.replace(setting(tmp_path, ExecutionPath.SPARK_CONNECT), query="q3", static=static)
+    assert q3.cost_path is ExecutionPath.IN_PROCESS
+    assert q3.declaration(ours.Mode.DYNAMIC).fitted_model(q3.cost_path).path is ExecutionPath.IN_PROCESS
