@@ -89,11 +89,22 @@ class Worker:
             self.process.wait()
 
 
+def spark_side(worker: int, spark_pids: Sequence[int], jobs_elsewhere: bool) -> Selector:
+    """The Spark side of a run in `worker`: the server processes it names (Spark Connect) and their
+    descendants; else, when its jobs run elsewhere (spark-submit), the worker's children; else the
+    worker itself (its Python driver and that driver's JVM).
+    """
+    if spark_pids:
+        return Selector(pids=frozenset(spark_pids))
+    return Selector(parents=frozenset({worker})) if jobs_elsewhere else Selector(pids=frozenset({worker}))
+
+
 @dataclass
 class WorkerSystem:
     """A system whose Spark side is one worker process: its Python driver and that driver's JVM;
-    or, when its jobs run elsewhere (spark-submit), the worker's child processes only, the worker
-    itself being the loop that starts them (Airflow's stand-in, whose CPU is reported apart).
+    or, when its jobs run elsewhere (spark-submit, a Connect server), those processes only, the
+    worker itself being the loop that starts the jobs (Airflow's stand-in, whose CPU is reported
+    apart).
     """
 
     config: str
@@ -117,9 +128,8 @@ class WorkerSystem:
             "watermark": WATERMARK,
         }
         self._worker = Worker(spec, run.workdir)
-        self._worker.receive(STARTUP_LIMIT_S)
-        pid = frozenset({self._worker.process.pid})
-        return Sides(spark=Selector(parents=pid) if self.jobs_elsewhere else Selector(pids=pid))
+        ready = self._worker.receive(STARTUP_LIMIT_S)
+        return Sides(spark=spark_side(self._worker.process.pid, ready.get("spark_pids", []), self.jobs_elsewhere))
 
     def finish(self, window: Window) -> Outcome:
         if self._worker is None:
@@ -149,11 +159,11 @@ def streaming(config: str, trigger: str) -> Callable[[], System]:
 
 def ours(config: str, policy: str, path: ExecutionPath) -> Callable[[], System]:
     settings = {"policy": policy, "path": path.value}
-    return lambda: WorkerSystem(config, "ours", settings, jobs_elsewhere=path is ExecutionPath.SPARK_SUBMIT)
+    return lambda: WorkerSystem(config, "ours", settings, jobs_elsewhere=path is not ExecutionPath.IN_PROCESS)
 
 
-# Every configuration, by its row label. Ours on Spark Connect joins as `ours(..., <connect path>)`
-# once jobs.JOB_PATHS has it (its Spark side is then the server's process, not the worker's).
+# Every configuration, by its row label. On Spark Connect the Spark side is the server's process
+# tree, started and warmed by the worker before the span.
 CONFIGS: dict[str, Callable[[], System]] = {
     "SS-default": streaming("SS-default", "default"),
     "SS-pt": streaming("SS-pt", "processingTime"),
@@ -164,6 +174,9 @@ CONFIGS: dict[str, Callable[[], System]] = {
     "IQP-1D-submit": ours("IQP-1D-submit", "one-batch", ExecutionPath.SPARK_SUBMIT),
     "IQP-static-submit": ours("IQP-static-submit", "static", ExecutionPath.SPARK_SUBMIT),
     "IQP-dyn-submit": ours("IQP-dyn-submit", "dynamic", ExecutionPath.SPARK_SUBMIT),
+    "IQP-1D-connect": ours("IQP-1D-connect", "one-batch", ExecutionPath.SPARK_CONNECT),
+    "IQP-static-connect": ours("IQP-static-connect", "static", ExecutionPath.SPARK_CONNECT),
+    "IQP-dyn-connect": ours("IQP-dyn-connect", "dynamic", ExecutionPath.SPARK_CONNECT),
 }
 
 

@@ -6,12 +6,14 @@ Modes (`spec["mode"]`):
 - `ss`: one Structured Streaming query over the landing directory with the given trigger:
   `default`, `processingTime` (`interval_s`) or `availableNow` (started when the window closes);
 - `ours`: one policy of ours (`ours.py`: one batch, static plan, dynamic) with its jobs on one
-  execution path (`jobs.py`: in this process's warm session, or a spark-submit per job);
+  execution path (`jobs.py`: in this process's warm session, a spark-submit per job, or a
+  session per job on a Spark Connect server this process starts);
 - `truth`: the single-pass batch result of each query over all generated files.
 
 It talks to the harness in JSON lines: it writes `ready` once its session (and for `ss` with a
-continuous trigger, its query) is up, reads the window from stdin, and writes `result` (or
-`error`) once the final result is read. Spark's own output goes to stderr.
+continuous trigger, its query; for `ours` on Connect, the server, whose pids it names) is up,
+reads the window from stdin, and writes `result` (or `error`) once the final result is read.
+Spark's own output goes to stderr.
 """
 
 from __future__ import annotations
@@ -245,27 +247,31 @@ def run_ours(spec: dict[str, Any], messages: Messages) -> None:
         landing=landing,
         rate=ArrivalRate(1.0 / spec["seconds_per_file"], rows_per_file),
         execution_path=execution_path,
+        static={t: producer.static_dir(source, t) for t in query.static_tables},
     )
     run = POLICIES[spec["policy"]](setting)  # plans now; a refused declaration ends the run here
-    path = JOB_PATHS[execution_path](spec["conf"], query.name, source)
-    if path.keeps_session:
-        # Warm-up, like a long-running session: the same jobs once over the first file.
-        warm = Window(query.streams, names[:1], source / "stream", 0.0, 0.0, workdir / "warm-up", path)
-        warm.run_partial(warm.names)
-        warm.merge()
-    messages.send("ready")
-    message = messages.receive()
-    began = resource.getrusage(resource.RUSAGE_SELF)
-    window = Window(query.streams, names, landing, message["start"], message["end"], workdir / "ours", path)
-    account = run(window)
-    ended = resource.getrusage(resource.RUSAGE_SELF)
+    path = JOB_PATHS[execution_path](spec["conf"], query.name, source, workdir)
+    try:
+        if path.warm_spark:
+            # Warm-up, like a long-running session or server: the same jobs once over the first file.
+            warm = Window(query.streams, names[:1], source / "stream", 0.0, 0.0, workdir / "warm-up", path)
+            warm.run_partial(warm.names)
+            warm.merge()
+        messages.send("ready", spark_pids=sorted(path.spark_pids))
+        message = messages.receive()
+        began = resource.getrusage(resource.RUSAGE_SELF)
+        window = Window(query.streams, names, landing, message["start"], message["end"], workdir / "ours", path)
+        account = run(window)
+        ended = resource.getrusage(resource.RUSAGE_SELF)
+    finally:
+        path.close()
     messages.send(
         "result",
         rows=account.rows,
         ready_at=account.ready_at,
         busy_s=account.busy_s,
         batches=account.batches,
-        # The loop's own CPU over the span: Airflow's stand-in when the jobs run in other processes.
+        # The loop's own CPU over the span (Airflow's stand-in) when the jobs run in other processes.
         loop_cpu_s=(ended.ru_utime + ended.ru_stime) - (began.ru_utime + began.ru_stime),
     )
 
