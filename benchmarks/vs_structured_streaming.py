@@ -9,8 +9,9 @@ truth computed once, then every configuration runs on its own fresh replay, one 
 - SS-default (default trigger), SS-pt (processing time = span / 7.5, the paper's 10 minutes of
   4500 s), SS-once (availableNow started at window close);
 - ours: IQP-1D (one partial and the merge after the window: the normaliser), IQP-static (the
-  static plan), IQP-dyn (dynamic, alpha 0.5, tau_max 30 s), each on a warm in-process session,
-  and the same three with `-submit`: one spark-submit per job, as the Airflow tasks run today.
+  static plan), IQP-dyn (dynamic, alpha 0.5, tau_max 30 s), each on a warm in-process session;
+  the same three with `-connect`: a session per job on a Spark Connect server (the production
+  path), and with `-submit`: one spark-submit per job (the `spark` connection's path).
 A run counts only if its final result equals the batch truth and no row was dropped by a
 watermark. Writes runs.jsonl, tables.txt and ratios.png into --out; prints the tables.
 """
@@ -32,7 +33,17 @@ from benchmarks.ssbench.spark_worker import CONFIGS, batch_truth
 from benchmarks.ssbench.systems import RunSpec
 
 ORDERS_PER_FILE = 500  # the protocol's density: scale 0.1 (150,000 orders) over 300 files
-DEFAULT_CONFIGS = ("SS-default", "SS-pt", "SS-once", "IQP-1D", "IQP-dyn", "IQP-1D-submit", "IQP-dyn-submit")
+DEFAULT_CONFIGS = (
+    "SS-default",
+    "SS-pt",
+    "SS-once",
+    "IQP-1D",
+    "IQP-dyn",
+    "IQP-1D-connect",
+    "IQP-dyn-connect",
+    "IQP-1D-submit",
+    "IQP-dyn-submit",
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
