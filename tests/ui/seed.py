@@ -1,0 +1,217 @@
+"""A ledger with what the monitor shows, written through the ledger's own operations (store and
+dispatcher), around a given `now`:
+
+- DAG `iqp_sales` (static): a window that met its deadline, one that missed it, and an open one
+  whose predicted finish is past its deadline (at risk), its second batch waiting for the resource;
+- DAG `iqp_secret`: an open window holding the one resource (granted over iqp_sales' batch),
+  and another open window waiting behind it: the DAG a test user may not read.
+
+Before migration 0004 the ledger has no dag_id or run_id: these DAGs are the default `iqp_<name>`
+and a run finds its window through the window start in its run id (`run_id`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode, Policy
+from airflow_iqp.ledger import dispatch, session_scope, store
+
+SALES, SECRET = "sales", "secret"
+SALES_DAG, SECRET_DAG = "iqp_sales", "iqp_secret"
+WINDOW = timedelta(minutes=10)
+GRACE = timedelta(minutes=5)
+LEASE_SECONDS = 600.0
+MERGE_SLOT = -1
+
+
+def seconds(n: float) -> timedelta:
+    return timedelta(seconds=n)
+
+
+def partial_cost(rows: int) -> float:
+    """What a partial over `rows` rows costs in this ledger: start-up plus a rate."""
+    return 5.0 + rows / 250
+
+
+MERGE_COST = 30.0
+
+
+@dataclass(frozen=True)
+class Seeded:
+    url: str
+    now: datetime
+    met: int
+    late: int
+    at_risk: int
+    secret_running: int
+    secret_waiting: int
+
+    def run_id(self, window_start: datetime) -> str:
+        """A run id of the window timetable for the window starting at `window_start`."""
+        return f"manual__window_{window_start.isoformat()}_{(window_start + WINDOW).isoformat()}"
+
+
+def _plan(start: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Two planned batches (files 0-5 and 6-9) and the merge at 620 s."""
+    batches = [
+        {
+            "index": 0,
+            "first_tuple": 0,
+            "last_tuple": 5,
+            "release": start + seconds(240),
+            "latest_start": start + seconds(250),
+            "planned_start": start + seconds(250),
+            "predicted_cost": 28.0,
+        },
+        {
+            "index": 1,
+            "first_tuple": 6,
+            "last_tuple": 9,
+            "release": start + seconds(600),
+            "latest_start": start + seconds(600),
+            "planned_start": start + seconds(600),
+            "predicted_cost": 20.0,
+        },
+    ]
+    plan = {
+        "unit": "files",
+        "feasible": True,
+        "reason": None,
+        "merge_start": (start + seconds(620)).isoformat(),
+        "merge_cost": MERGE_COST,
+    }
+    return plan, batches
+
+
+def _files(index: int) -> dict[str, list[str]]:
+    first = 0 if index == 0 else 6
+    last = 5 if index == 0 else 9
+    return {"orders": [f"orders/{i:04d}.parquet" for i in range(first, last + 1)]}
+
+
+def _run(session: Any, window_id: int, query: str, deadline: datetime, kind: JobKind, slot: int, at: datetime) -> Any:
+    """Queue a job at `at`, grant it a second later; returns its lease."""
+    request = dispatch.register(
+        session,
+        window_id=window_id,
+        query=query,
+        kind=kind,
+        slot=slot,
+        reason=BatchReason.PLANNED if kind is JobKind.PARTIAL else BatchReason.ALL_PROCESSED,
+        deadline=deadline,
+        remaining_cost=60.0,
+        lease_seconds=LEASE_SECONDS,
+        now=at,
+    )
+    (lease,) = dispatch.grant(session, policy=Policy.EDF, resources=1, now=at + seconds(1))
+    assert lease.request == request
+    return lease
+
+
+def _batch(session: Any, window_id: int, query: str, deadline: datetime, index: int, at: datetime, rows: int) -> None:
+    """Batch `index` queues at `at`, runs under a lease and records its cost."""
+    lease = _run(session, window_id, query, deadline, JobKind.PARTIAL, index, at)
+    started = at + seconds(1)
+    cost = partial_cost(rows)
+    store.freeze_batch_files(session, window_id, index, _files(index))
+    store.start_batch(session, window_id, index, started_at=started)
+    store.finish_batch(
+        session, window_id, index, started, started + seconds(cost), rows, cost, f"/out/{window_id}/{index}"
+    )
+    store.record_cost_observation(
+        session, query, ExecutionPath.SPARK_SUBMIT, JobKind.PARTIAL, rows, cost, observed_at=started + seconds(cost)
+    )
+    dispatch.release(session, lease, started + seconds(cost))
+
+
+def _window(session: Any, query: str, start: datetime, predicted_finish: datetime | None = None) -> int:
+    plan, batches = _plan(start)
+    end = start + WINDOW
+    return store.record_plan(
+        session, query, start, end, end + GRACE, 10_000, plan, batches, predicted_finish=predicted_finish
+    )
+
+
+def _closed(session: Any, query: str, start: datetime, merge_at: float) -> int:
+    """A window whose two batches ran as planned and whose merge was granted at `merge_at` s."""
+    window_id = _window(session, query, start)
+    deadline = start + WINDOW + GRACE
+    _batch(session, window_id, query, deadline, 0, start + seconds(250), 6000)
+    _batch(session, window_id, query, deadline, 1, start + seconds(600), 4000)
+    lease = _run(session, window_id, query, deadline, JobKind.MERGE, MERGE_SLOT, start + seconds(merge_at - 1))
+    finished = start + seconds(merge_at + MERGE_COST)
+    store.record_merge(session, window_id, finished, 10_000, f"/out/{window_id}/result")
+    store.record_cost_observation(
+        session, query, ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, MERGE_COST, observed_at=finished
+    )
+    dispatch.release(session, lease, finished)
+    return window_id
+
+
+def seed(url: str, now: datetime) -> Seeded:
+    """Write the ledger described above; `now` is when the open windows are looked at."""
+    with session_scope(url) as s:
+        for name in (SALES, SECRET):
+            store.register_query(
+                s,
+                name,
+                f"SELECT count(*) FROM orders -- {name}",
+                Mode.STATIC,
+                {
+                    "window_s": WINDOW.total_seconds(),
+                    "deadline_s": GRACE.total_seconds(),
+                },
+            )
+        met = _closed(s, SALES, now - seconds(3600), merge_at=642)
+        late = _closed(s, SALES, now - seconds(2400), merge_at=880)  # finishes at 910 s: 10 s late
+        # Open: its first batch done, its second waiting behind iqp_secret's job.
+        open_start = now - seconds(700)
+        deadline = open_start + WINDOW + GRACE
+        at_risk = _window(s, SALES, open_start, predicted_finish=deadline + seconds(60))
+        _batch(s, at_risk, SALES, deadline, 0, open_start + seconds(250), 6000)
+        waiting = dispatch.register(
+            s,
+            window_id=at_risk,
+            query=SALES,
+            kind=JobKind.PARTIAL,
+            slot=1,
+            reason=BatchReason.PLANNED,
+            deadline=deadline,
+            remaining_cost=50.0,
+            lease_seconds=LEASE_SECONDS,
+            now=now - seconds(40),
+        )
+        # iqp_secret: an earlier deadline, so EDF grants it the resource over iqp_sales' batch.
+        secret_start = now - seconds(800)
+        secret_running = _window(s, SECRET, secret_start)
+        dispatch.register(
+            s,
+            window_id=secret_running,
+            query=SECRET,
+            kind=JobKind.PARTIAL,
+            slot=0,
+            reason=BatchReason.PLANNED,
+            deadline=secret_start + WINDOW + GRACE,
+            remaining_cost=40.0,
+            lease_seconds=LEASE_SECONDS,
+            now=now - seconds(35),
+        )
+        (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now - seconds(30))
+        secret_waiting = _window(s, SECRET, now - seconds(100))
+        dispatch.register(
+            s,
+            window_id=secret_waiting,
+            query=SECRET,
+            kind=JobKind.PARTIAL,
+            slot=0,
+            reason=BatchReason.PLANNED,
+            deadline=now - seconds(100) + WINDOW + GRACE,
+            remaining_cost=45.0,
+            lease_seconds=LEASE_SECONDS,
+            now=now - seconds(20),
+        )
+    assert lease.request != waiting, "EDF grants iqp_secret's earlier deadline first"
+    return Seeded(url, now, met, late, at_risk, secret_running, secret_waiting)
