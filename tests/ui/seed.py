@@ -168,7 +168,7 @@ def seed(url: str, now: datetime) -> Seeded:
         met = _closed(s, SALES, now - seconds(3600), merge_at=642)
         late = _closed(s, SALES, now - seconds(2400), merge_at=880)  # finishes at 910 s: 10 s late
         # Open: its first batch done, its second waiting behind iqp_secret's job.
-        open_start = now - seconds(700)
+        open_start = now - seconds(640)  # batch 1 released 40 s ago
         deadline = open_start + WINDOW + GRACE
         at_risk = _window(s, SALES, open_start, predicted_finish=deadline + seconds(60))
         _batch(s, at_risk, SALES, deadline, 0, open_start + seconds(250), 6000)
@@ -182,10 +182,10 @@ def seed(url: str, now: datetime) -> Seeded:
             deadline=deadline,
             remaining_cost=50.0,
             lease_seconds=LEASE_SECONDS,
-            now=now - seconds(40),
+            now=now - seconds(15),
         )
         # iqp_secret: an earlier deadline, so EDF grants it the resource over iqp_sales' batch.
-        secret_start = now - seconds(800)
+        secret_start = open_start - seconds(10)
         secret_running = _window(s, SECRET, secret_start)
         dispatch.register(
             s,
@@ -197,9 +197,9 @@ def seed(url: str, now: datetime) -> Seeded:
             deadline=secret_start + WINDOW + GRACE,
             remaining_cost=40.0,
             lease_seconds=LEASE_SECONDS,
-            now=now - seconds(35),
+            now=now - seconds(12),
         )
-        (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now - seconds(30))
+        (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now - seconds(10))
         secret_waiting = _window(s, SECRET, now - seconds(100))
         dispatch.register(
             s,
@@ -211,7 +211,7 @@ def seed(url: str, now: datetime) -> Seeded:
             deadline=now - seconds(100) + WINDOW + GRACE,
             remaining_cost=45.0,
             lease_seconds=LEASE_SECONDS,
-            now=now - seconds(20),
+            now=now - seconds(5),
         )
     assert lease.request != waiting, "EDF grants iqp_secret's earlier deadline first"
     return Seeded(url, now, met, late, at_risk, secret_running, secret_waiting)

@@ -103,7 +103,7 @@ def test_observations_are_the_newest_on_the_last_path(seeded: Seeded) -> None:
 def test_dispatcher_rows(seeded: Seeded) -> None:
     with session_scope(seeded.url, read_only=True) as s:
         rows = read.dispatcher(s, seeded.now - timedelta(hours=6))
-        recent = read.dispatcher(s, seeded.now - timedelta(minutes=1))
+        recent = read.dispatcher(s, seeded.now - timedelta(seconds=30))
     (resource,) = rows.resources
     holder = next(r for r in rows.open if r.state == RequestState.GRANTED)
     assert (resource.holder, holder.dag_id, holder.window_id) == (holder.id, SECRET_DAG, seeded.secret_running)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
-from airflow_iqp.learning.cost import Observation
+from airflow_iqp.learning.cost import LearnedCost, Observation
 from airflow_iqp.ui import views
 from airflow_iqp.ui.models import Outcome
 from airflow_iqp.ui.read import DispatcherRows, Observed, RankedEntry, ResourceRow
@@ -22,7 +22,7 @@ from tests.ui.rows import DAG, T0, at, batch, done, merged, query, request, wind
 OTHER = "iqp_other"
 
 
-def model_of(partials: list[tuple[int, float]], merge: float) -> views.LearnedCost:
+def model_of(partials: list[tuple[int, float]], merge: float) -> LearnedCost:
     observations = [Observation(JobKind.PARTIAL, size, cost, at(i)) for i, (size, cost) in enumerate(partials)]
     observations.append(Observation(JobKind.MERGE, 2, merge, at(100)))
     found = views.learned_model(Observed(ExecutionPath.SPARK_SUBMIT, tuple(observations)))

@@ -62,7 +62,7 @@ function Queries({
           <Table.ColumnHeader>met</Table.ColumnHeader>
           <Table.ColumnHeader>missed</Table.ColumnHeader>
           <Table.ColumnHeader>at risk</Table.ColumnHeader>
-          <Table.ColumnHeader>running</Table.ColumnHeader>
+          <Table.ColumnHeader>open</Table.ColumnHeader>
           <Table.ColumnHeader>median laxity</Table.ColumnHeader>
           <Table.ColumnHeader>cost vs one batch</Table.ColumnHeader>
         </Table.Row>

@@ -83,7 +83,9 @@ function BatchTable({ bars, unit }: { bars: Bar[]; unit: string }) {
             <Table.Cell>{bar.reason ?? ""}</Table.Cell>
             <Table.Cell>{duration(bar.planned_start_s)}</Table.Cell>
             <Table.Cell>{duration(bar.actual_start_s)}</Table.Cell>
-            <Table.Cell>{duration(bar.waits.reduce((sum, w) => sum + w.waited_s, 0))}</Table.Cell>
+            <Table.Cell>
+              {bar.waits.length === 0 ? "—" : duration(bar.waits.reduce((sum, w) => sum + w.waited_s, 0))}
+            </Table.Cell>
             <Table.Cell>{count(bar.planned_size)}</Table.Cell>
             <Table.Cell data-testid="iqp-batch-tuples">{count(bar.actual_tuples)}</Table.Cell>
             <Table.Cell>{duration(bar.predicted_cost_s)}</Table.Cell>
