@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.ui import read, views
+from airflow_iqp.ui import read, risk, views, watch
 from airflow_iqp.ui.models import (
     DispatcherView,
     MissesView,
@@ -68,11 +68,13 @@ def router() -> APIRouter:
         """Every query the user may read, with its newest windows."""
         now, readable = _now(), readable_dags(user)
         with _ledger() as session:
+            live = _forecasts(session, now)
             overviews = []
             for q in read.queries(session):
                 if q.dag_id in readable:
                     model = views.learned_model(read.observations(session, q.id))
-                    overviews.append(views.overview(q, read.windows(session, q, limit), now, model))
+                    rows = [risk.applied(w, live) for w in read.windows(session, q, limit)]
+                    overviews.append(views.overview(q, rows, now, model))
         return QueriesResponse(now=now, queries=overviews)
 
     @api.get("/dags/{dag_id}/windows", dependencies=[ReadsDag])
@@ -86,7 +88,8 @@ def router() -> APIRouter:
         with _ledger() as session:
             q = _query(session, dag_id)
             model = views.learned_model(read.observations(session, q.id))
-            rows = read.windows(session, q, limit, before)
+            live = _forecasts(session, now)
+            rows = [risk.applied(w, live) for w in read.windows(session, q, limit, before)]
         return WindowsResponse(dag_id=dag_id, windows=[views.summarize(w, now, model) for w in rows])
 
     @api.get("/dags/{dag_id}/windows/{window_id}", dependencies=[ReadsDag])
@@ -124,7 +127,8 @@ def router() -> APIRouter:
         with _ledger() as session:
             mine = [q for q in read.queries(session) if q.dag_id in readable]
             models = {q.dag_id: views.learned_model(read.observations(session, q.id)) for q in mine}
-            rows = read.watched_windows(session, mine, since)
+            live = _forecasts(session, now)
+            rows = [risk.applied(w, live) for w in read.watched_windows(session, mine, since)]
         return views.misses(rows, since, now, models)
 
     return api
@@ -139,6 +143,12 @@ def _ledger() -> AbstractContextManager[Session]:
     return session_scope(read_only=True)
 
 
+def _forecasts(session: Session, now: datetime) -> dict[int, datetime]:
+    """Every open window's predicted finish as of now (the tasks keep the ledger's own current)."""
+    settings = DispatchSettings.load()
+    return watch.forecasts(session, settings.policy, settings.resources, now)
+
+
 def _query(session: Session, dag_id: str) -> read.QueryRow:
     found = read.query_of_dag(session, dag_id)
     if found is None:
@@ -149,4 +159,6 @@ def _query(session: Session, dag_id: str) -> read.QueryRow:
 def _detail(session: Session, q: read.QueryRow, w: read.WindowRow | None, what: str) -> WindowDetail:
     if w is None:
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"the ledger has no {what} of DAG {q.dag_id!r}")
-    return views.detail(w, _now(), views.learned_model(read.observations(session, q.id)))
+    now = _now()
+    live = risk.applied(w, _forecasts(session, now))
+    return views.detail(live, now, views.learned_model(read.observations(session, q.id)))

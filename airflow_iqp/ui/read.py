@@ -259,10 +259,7 @@ def observations(session: Session, query_id: int) -> Observed | None:
 
 def dispatcher(session: Session, since: datetime) -> DispatcherRows:
     """Resources, open requests and the grants made since `since`."""
-    resources = tuple(
-        ResourceRow(r.id, r.holder_id, r.lease_expires, r.fence)
-        for r in session.scalars(select(Resource).order_by(Resource.id))
-    )
+    resources = _resources(session)
     open_requests = _request_rows(session, DispatchRequest.state.in_(OPEN_REQUEST_STATES))
     grants = _request_rows(session, DispatchRequest.granted_at >= since)
     grants.sort(key=lambda r: (r.granted_at, r.id), reverse=True)
@@ -276,6 +273,49 @@ def dispatcher(session: Session, since: datetime) -> DispatcherRows:
     )
     last_served = {query: at for query, at in served if at is not None}
     return DispatcherRows(resources, tuple(open_requests), tuple(grants), ranked_dags, last_served)
+
+
+@dataclass(frozen=True)
+class OpenWork:
+    """What forecasting needs, across every DAG: the open windows (earliest deadline first),
+    the resources, when each DAG last got one, and each DAG's newest cost observations.
+    """
+
+    windows: tuple[WindowRow, ...]
+    resources: tuple[ResourceRow, ...]
+    last_served: dict[str, datetime]
+    observed: dict[str, Observed | None]
+
+
+def open_work(session: Session) -> OpenWork:
+    """Every open window with its batches and requests, and what the dispatcher holds."""
+    dags = _dags(session)
+    found = list(
+        session.scalars(
+            select(Window)
+            .where(Window.status.in_(OPEN_WINDOWS))
+            .options(selectinload(Window.batches))
+            .order_by(Window.deadline, Window.id)
+        )
+    )
+    served = session.execute(
+        select(Window.query_id, func.max(DispatchRequest.granted_at))
+        .join(Window, Window.id == DispatchRequest.window_id)
+        .group_by(Window.query_id)
+    )
+    return OpenWork(
+        windows=tuple(_window_rows(session, found, dags)),
+        resources=_resources(session),
+        last_served={dags[query_id]: at for query_id, at in served if at is not None},
+        observed={dags[query_id]: observations(session, query_id) for query_id in {w.query_id for w in found}},
+    )
+
+
+def _resources(session: Session) -> tuple[ResourceRow, ...]:
+    return tuple(
+        ResourceRow(r.id, r.holder_id, r.lease_expires, r.fence)
+        for r in session.scalars(select(Resource).order_by(Resource.id))
+    )
 
 
 def _query_row(query: Query) -> QueryRow:

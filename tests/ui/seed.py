@@ -3,8 +3,10 @@ dispatcher), around a given `now`:
 
 - DAG `iqp_sales` (static): a window that met its deadline, one that missed it, and an open one
   whose predicted finish is past its deadline (at risk), its second batch waiting for the resource;
-- DAG `iqp_secret`: an open window holding the one resource (granted over iqp_sales' batch),
-  and another open window waiting behind it: the DAG a test user may not read.
+- DAG `iqp_secret`: an open window holding the one resource (granted over iqp_sales' batch)
+  with a long batch (`SECRET_BATCH_COST`), and another open window waiting behind it: the DAG a
+  test user may not read. The long batch is what puts iqp_sales' open window at risk: its
+  forecast is the batch's end, then its own second batch and merge.
 
 Before migration 0004 the ledger has no dag_id or run_id: these DAGs are the default `iqp_<name>`
 and a run finds its window through the window start in its run id (`run_id`).
@@ -37,6 +39,8 @@ def partial_cost(rows: int) -> float:
 
 
 MERGE_COST = 30.0
+PLANNED_COSTS = (28.0, 20.0)  # the plan's predicted cost of batches 0 and 1
+SECRET_BATCH_COST = 400.0
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,7 @@ class Seeded:
         return f"manual__window_{window_start.isoformat()}_{(window_start + WINDOW).isoformat()}"
 
 
-def _plan(start: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _plan(start: datetime, costs: tuple[float, float]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Two planned batches (files 0-5 and 6-9) and the merge at 620 s."""
     batches = [
         {
@@ -64,7 +68,7 @@ def _plan(start: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             "release": start + seconds(240),
             "latest_start": start + seconds(250),
             "planned_start": start + seconds(250),
-            "predicted_cost": 28.0,
+            "predicted_cost": costs[0],
         },
         {
             "index": 1,
@@ -73,7 +77,7 @@ def _plan(start: datetime) -> tuple[dict[str, Any], list[dict[str, Any]]]:
             "release": start + seconds(600),
             "latest_start": start + seconds(600),
             "planned_start": start + seconds(600),
-            "predicted_cost": 20.0,
+            "predicted_cost": costs[1],
         },
     ]
     plan = {
@@ -127,8 +131,14 @@ def _batch(session: Any, window_id: int, query: str, deadline: datetime, index: 
     dispatch.release(session, lease, started + seconds(cost))
 
 
-def _window(session: Any, query: str, start: datetime, predicted_finish: datetime | None = None) -> int:
-    plan, batches = _plan(start)
+def _window(
+    session: Any,
+    query: str,
+    start: datetime,
+    predicted_finish: datetime | None = None,
+    costs: tuple[float, float] = PLANNED_COSTS,
+) -> int:
+    plan, batches = _plan(start, costs)
     end = start + WINDOW
     return store.record_plan(
         session, query, start, end, end + GRACE, 10_000, plan, batches, predicted_finish=predicted_finish
@@ -186,7 +196,7 @@ def seed(url: str, now: datetime) -> Seeded:
         )
         # iqp_secret: an earlier deadline, so EDF grants it the resource over iqp_sales' batch.
         secret_start = open_start - seconds(10)
-        secret_running = _window(s, SECRET, secret_start)
+        secret_running = _window(s, SECRET, secret_start, costs=(SECRET_BATCH_COST, PLANNED_COSTS[1]))
         dispatch.register(
             s,
             window_id=secret_running,
