@@ -9,13 +9,12 @@ API computes the same forecasts for what it shows. The forecast itself is `ui.ri
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_iqp.ledger import store
 from airflow_iqp.ui import read, risk, views
 
 if TYPE_CHECKING:
-    import logging
     from datetime import datetime
 
     from sqlalchemy.orm import Session
@@ -25,14 +24,25 @@ if TYPE_CHECKING:
 SIGNIFICANT_S = 1.0  # a forecast that moved less than this is not written again
 
 
+class Log(Protocol):
+    """Where forecasts are told: a `logging.Logger`, or an Airflow task's log."""
+
+    def info(self, msg: str, /, *args: object) -> object:
+        """Say something worth knowing."""
+
+    def warning(self, msg: str, /, *args: object) -> object:
+        """Say something that needs attention."""
+
+    def exception(self, msg: str, /, *args: object) -> object:
+        """Say what failed, with its traceback."""
+
+
 def forecasts(session: Session, policy: Policy, resources: int, now: datetime) -> dict[int, datetime]:
     """The predicted finish of every open window that can be priced, by window id."""
     return _forecast(read.open_work(session), policy, resources, now)
 
 
-def refresh(
-    session: Session, policy: Policy, resources: int, now: datetime, log: logging.Logger
-) -> dict[int, datetime]:
+def refresh(session: Session, policy: Policy, resources: int, now: datetime, log: Log) -> dict[int, datetime]:
     """Write the open windows' forecasts to the ledger and log each window whose forecast
     crossed its deadline either way; returns the forecasts.
     """
