@@ -36,7 +36,11 @@ class WindowSummary(BaseModel):
     status: WindowStatus
     outcome: Outcome
     deadline_met: bool | None
-    predicted_finish: datetime | None
+    predicted_finish: datetime | None = Field(
+        description="while open, the forecast: the rest of its plan behind the resources' holders and the queue "
+        "ahead, priced by the learned cost model with its 90% residual margin; once closed, the last forecast"
+    )
+    predicted_late_s: float | None = Field(description="predicted_finish - deadline: positive when at risk")
     actual_finish: datetime | None
     laxity_s: float | None = Field(
         description="deadline - finish once merged; while open, deadline - now - remaining work (eq. 9)"

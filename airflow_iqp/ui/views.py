@@ -172,6 +172,7 @@ def summarize(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowS
         outcome=outcome(w, now, laxity),
         deadline_met=w.deadline_met,
         predicted_finish=w.predicted_finish,
+        predicted_late_s=seconds_after(w.predicted_finish, w.deadline),
         actual_finish=w.actual_finish,
         laxity_s=laxity,
         remaining_s=remaining_s(w),

@@ -228,6 +228,7 @@ def test_a_long_job_ahead_puts_the_window_at_risk_before_its_deadline(holder_cos
     assert summary.outcome is outcome
     assert now < mine.deadline
     assert summary.predicted_finish == at(100 + holder_cost + 20 + 30)
+    assert summary.predicted_late_s == 100 + holder_cost + 20 + 30 - 900  # the deadline is at 900 s
 
 
 def test_closed_windows_get_no_forecast() -> None:

@@ -53,6 +53,9 @@ function WindowLine({ w }: { w: WindowSummary }) {
       </Link>
       <Text color="fg.muted">
         window {time(w.window_start)}, laxity {duration(w.laxity_s)}
+        {w.outcome === "at_risk" && w.predicted_late_s !== null && w.predicted_late_s > 0
+          ? `, predicted ${duration(w.predicted_late_s)} late`
+          : ""}
       </Text>
     </Flex>
   );

@@ -29,7 +29,10 @@ export function WindowView({ detail, runLink = false }: { detail: WindowDetail; 
       <Flex gap={6} wrap="wrap">
         <Figure label="deadline" value={time(w.deadline)} testId="iqp-deadline" />
         <Figure label="finished" value={time(w.actual_finish)} testId="iqp-finish" />
-        <Figure label="predicted finish" value={time(w.predicted_finish)} />
+        <Figure label="predicted finish" value={time(w.predicted_finish)} testId="iqp-predicted" />
+        {w.predicted_late_s !== null && w.predicted_late_s > 0 && (
+          <Figure label="predicted late by" value={duration(w.predicted_late_s)} testId="iqp-predicted-late" />
+        )}
         <Figure label="laxity" value={duration(w.laxity_s)} testId="iqp-laxity" />
         <Figure label="cost" value={duration(w.cost_s)} testId="iqp-cost" />
         <Figure label="one batch" value={duration(w.single_batch_cost_s)} testId="iqp-single" />
@@ -49,7 +52,9 @@ function Legend() {
   return (
     <Text fontSize="xs" color="fg.muted">
       Dashed box: planned start and cost. Filled bar: as run. Hatched: waiting for the resource. Blue tick:
-      release; orange triangle: latest start.
+      release; orange triangle: latest start. Predicted finish: what is left of the window, run behind the job
+      holding the resource and the jobs the policy serves first, priced by the cost model learned from this
+      DAG's jobs with its 90% margin (the plan's costs until there is one).
     </Text>
   );
 }

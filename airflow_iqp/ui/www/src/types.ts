@@ -14,6 +14,7 @@ export interface WindowSummary {
   outcome: Outcome;
   deadline_met: boolean | null;
   predicted_finish: string | null;
+  predicted_late_s: number | null;
   actual_finish: string | null;
   laxity_s: number | null;
   remaining_s: number;
