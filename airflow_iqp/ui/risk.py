@@ -49,7 +49,8 @@ def pessimistic(model: LearnedCost | None) -> LearnedCost | None:
 
 def backlog(w: WindowRow, model: LearnedCost | None, now: float) -> Backlog | None:
     """What the open window `w` has left at `now` (epoch seconds), priced by `model` (already
-    pessimistic), else by its plan; None when its plan prices nothing that is left.
+    pessimistic), else by its plan; None when neither prices its merge (or, in dynamic mode, the
+    files no batch has taken yet).
     """
     pricing = _Pricing(w, model)
     running_until: float | None = None
@@ -101,6 +102,7 @@ def forecasts(
     busy = _busy_until(open_windows, backlogs, resources, resource_count, t)
     served = {dag: at.timestamp() for dag, at in last_served.items()}
     queue = _queue(open_windows, backlogs, served, t)
+    seconds_of = {q.candidate.request: q.seconds for q in queue.values()}
     found: dict[int, datetime] = {}
     for w in open_windows:
         if (b := backlogs.get(w.id)) is None:
@@ -111,8 +113,7 @@ def forecasts(
             own = _Queued(_unregistered(w, b, ready, served), 0.0)
         others = [q.candidate for window_id, q in queue.items() if window_id != w.id]
         ranked = best_first(policy, [*others, own.candidate], t)
-        by_request = {q.candidate.request: q.seconds for q in queue.values()}
-        ahead = [by_request[c.request] for c in ranked[: ranked.index(own.candidate)]]
+        ahead = [seconds_of[c.request] for c in ranked[: ranked.index(own.candidate)]]
         found[w.id] = datetime.fromtimestamp(finish(t, b, busy, ahead), now.tzinfo)
     return found
 
