@@ -13,12 +13,14 @@ const LABEL = 96;
 const AXIS = 26;
 const ROW = 30;
 const RIGHT = 12;
+const LABEL_ROW = 12; // a mark's label drops a row when it would overlap the one before it
+const LABEL_GAP = 64;
 
 export function Gantt({ detail }: { detail: WindowDetail }) {
   const colors = usePalette();
   const { axis, marks, bars } = detail;
   const plot = WIDTH - LABEL - RIGHT;
-  const height = AXIS + ROW * bars.length + 22;
+  const height = AXIS + ROW * bars.length + 22 + LABEL_ROW;
   const x = (s: number) => LABEL + (Math.min(Math.max(s, 0), axis.span_s) / axis.span_s) * plot;
   const lines: { key: string; at: number | null; color: string; dash?: string; label: string }[] = [
     { key: "window-end", at: marks.window_end_s, color: colors["fg.muted"], dash: "4 3", label: "window end" },
@@ -27,6 +29,7 @@ export function Gantt({ detail }: { detail: WindowDetail }) {
     { key: "finish", at: marks.actual_finish_s, color: colors["green.solid"], label: "finish" },
     { key: "now", at: marks.now_s, color: colors["blue.solid"], dash: "1 2", label: "now" },
   ];
+  const labelRow = labelRows(lines.map(({ key, at }) => ({ key, x: at === null ? null : x(at) })));
   return (
     <Box overflowX="auto" borderWidth="1px" borderColor="border" borderRadius="md" p={2}>
       <svg
@@ -45,7 +48,7 @@ export function Gantt({ detail }: { detail: WindowDetail }) {
         </defs>
         {axis.ticks_s.map((tick) => (
           <g key={tick}>
-            <line x1={x(tick)} x2={x(tick)} y1={AXIS - 6} y2={height - 18} stroke={colors.border} />
+            <line x1={x(tick)} x2={x(tick)} y1={AXIS - 6} y2={height - 18 - LABEL_ROW} stroke={colors.border} />
             <text x={x(tick)} y={AXIS - 10} textAnchor="middle" fill={colors["fg.muted"]}>
               {duration(tick)}
             </text>
@@ -61,12 +64,12 @@ export function Gantt({ detail }: { detail: WindowDetail }) {
                 x1={x(at)}
                 x2={x(at)}
                 y1={AXIS - 4}
-                y2={height - 16}
+                y2={height - 16 - LABEL_ROW}
                 stroke={color}
                 strokeWidth={key === "deadline" ? 2 : 1.5}
                 strokeDasharray={dash}
               />
-              <text x={x(at)} y={height - 4} textAnchor="middle" fill={color}>
+              <text x={x(at)} y={height - 4 - LABEL_ROW * (1 - (labelRow[key] ?? 0))} textAnchor="middle" fill={color}>
                 {label}
               </text>
               <title>{`${label}: ${duration(at)} after the window start`}</title>
@@ -76,6 +79,18 @@ export function Gantt({ detail }: { detail: WindowDetail }) {
       </svg>
     </Box>
   );
+}
+
+// Left to right, each label on the first of two rows where it clears the label before it.
+function labelRows(marks: { key: string; x: number | null }[]): Record<string, number> {
+  const rows: Record<string, number> = {};
+  const last = [-Infinity, -Infinity];
+  for (const { key, x } of marks.filter((m) => m.x !== null).sort((a, b) => (a.x ?? 0) - (b.x ?? 0))) {
+    const row = x! - last[0] >= LABEL_GAP ? 0 : 1;
+    rows[key] = row;
+    last[row] = x!;
+  }
+  return rows;
 }
 
 function BarRow({ bar, top, x, now }: { bar: Bar; top: number; x: (s: number) => number; now: number | null }) {
