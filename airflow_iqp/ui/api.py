@@ -51,7 +51,7 @@ def readable_dags(user: BaseUser) -> set[str]:
 
 def create_app() -> FastAPI:
     """The app the plugin mounts: cheap to build (every Airflow process imports plugins)."""
-    app = FastAPI(title="airflow-iqp monitor", docs_url=None, redoc_url=None)
+    app = FastAPI(title="airflow-iqp monitor", docs_url=None, redoc_url=None, openapi_url=None)
     app.include_router(router())
     app.mount("/static", StaticFiles(directory=STATIC, check_dir=False), name="static")
     return app

@@ -21,6 +21,7 @@ from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleA
 from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
 from airflow.models.dag import DagModel
 from airflow.models.revoked_token import RevokedToken
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
 from airflow_iqp.ui.api import create_app
@@ -29,6 +30,8 @@ from tests.ui.seed import SALES_DAG, SECRET_DAG, Seeded
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
+
+    from fastapi.dependencies.models import Dependant
 
 DAGS = {SALES_DAG, SECRET_DAG}
 
@@ -84,6 +87,33 @@ def test_every_route_needs_a_user(client: TestClient, route: str) -> None:
     assert response.status_code == 401
     assert response.json()["detail"] == "Not authenticated"
     assert client.get(route, headers={"Cookie": "_token=forged"}).status_code == 403
+
+
+def _dependencies(dependant: Dependant) -> list[str]:
+    found = []
+    for dependency in dependant.dependencies:
+        found += [getattr(dependency.call, "__qualname__", ""), *_dependencies(dependency)]
+    return found
+
+
+def test_every_route_carries_airflows_auth_dependencies() -> None:
+    """Airflow mounts a plugin's app without authentication: each route must ask for it."""
+    routes = create_app().routes
+    api = [r for r in routes if isinstance(r, APIRoute)]
+    assert {r.path for r in api} == {
+        "/api/v1/queries",
+        "/api/v1/dags/{dag_id}/windows",
+        "/api/v1/dags/{dag_id}/windows/{window_id}",
+        "/api/v1/dags/{dag_id}/runs/{run_id}/window",
+        "/api/v1/dispatcher",
+        "/api/v1/misses",
+    }
+    for route in api:
+        needs = _dependencies(route.dependant)
+        assert "requires_authenticated.<locals>.inner" in needs, route.path
+        assert ("requires_access_dag.<locals>.inner" in needs) == ("{dag_id}" in route.path), route.path
+    # the rest: only the bundle (code, no data); no schema or docs
+    assert [getattr(r, "path", None) for r in routes if not isinstance(r, APIRoute)] == ["/static"]
 
 
 def test_the_bundle_is_public(client: TestClient) -> None:
