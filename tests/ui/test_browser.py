@@ -1,45 +1,61 @@
-"""The monitor in a real Airflow: an API server (its own process group) over a migrated metadata
-database with two DAGs and a run, a seeded ledger, and Debian's chromium driven by Playwright.
-A user logs in, opens the nav page, a window and a run's tab, and every number checked is
-computed here from the ledger's rows. Screenshots go to build/ui/.
+"""The monitor in a real Airflow: `airflow standalone` (scheduler, DAG processor, triggerer and API
+server, in its own process group) with two DAGs, a seeded ledger, and Debian's chromium driven
+by Playwright. A user logs in, opens the nav page, a window and a run's tab, and every number
+checked is computed here from the ledger's rows. Airflow's own Deadline Alert is checked too: a
+run's deadline is its window's, and the scheduler and triggerer handle a missed one. Screenshots
+go to build/ui/.
 
-Needs /usr/bin/chromium (scripts/ensure_chromium.sh, run by `make test`); costs about a minute.
+Needs /usr/bin/chromium (scripts/ensure_chromium.sh, run by `make test`); costs a few minutes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 import pytest
 from sqlalchemy import select
 
 from airflow_iqp.constants import JobKind, WindowStatus
+from airflow_iqp.deadlines import ALERT_NAME
+from airflow_iqp.demo.standalone import stop_group
 from airflow_iqp.learning.cost import Observation, fit_cost
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Window
-from tests.ui.seed import SALES_DAG, SECRET_DAG, Seeded, seed
+from tests.ui.seed import (
+    GRACE,
+    MERGE_COST,
+    PLANNED_COSTS,
+    SALES_DAG,
+    SECRET_BATCH_COST,
+    SECRET_DAG,
+    WINDOW,
+    Seeded,
+    seed,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from playwright.sync_api import Page
 
+T = TypeVar("T")
 CHROMIUM = Path("/usr/bin/chromium")
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 SCREENSHOTS = Path(__file__).parents[2] / "build" / "ui"
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
+COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 # The browser in a closed network: no sandbox as root, no calls home.
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -50,17 +66,25 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+# The seeded DAGs, with the Deadline Alert every intermittent_query() DAG declares.
 DAG_FILE = """
 from datetime import datetime, timedelta, timezone
 
 from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG
 
+from airflow_iqp.deadlines import window_deadline_alert
 from airflow_iqp.timetables import WindowTimetable
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+WINDOW, GRACE = timedelta(seconds={window}), timedelta(seconds={grace})
 for dag_id in {dags!r}:
-    with DAG(dag_id, schedule=WindowTimetable(timedelta(minutes=10)), start_date=START):
+    with DAG(
+        dag_id,
+        schedule=WindowTimetable(WINDOW),
+        start_date=START,
+        deadline=window_deadline_alert(WINDOW, GRACE),
+    ):
         EmptyOperator(task_id="plan")
 """
 
@@ -93,8 +117,16 @@ def clock(at: datetime | None) -> str:
 @dataclass(frozen=True)
 class Server:
     url: str
+    home: Path
     seeded: Seeded
     run_id: str  # a DAG run of iqp_sales for its open window
+    late_run_id: str  # a DAG run of iqp_sales for the window that missed its deadline
+
+    def get(self, path: str, user: str = "admin") -> Any:
+        token = _token(self.url, user)
+        response = httpx.get(f"{self.url}{path}", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        response.raise_for_status()
+        return response.json()
 
 
 def _free_port() -> int:
@@ -115,17 +147,27 @@ def _token(url: str, user: str) -> str:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     home = tmp_path_factory.mktemp("airflow_home")
     (home / "dags").mkdir()
-    (home / "dags" / "iqp_dags.py").write_text(DAG_FILE.format(dags=(SALES_DAG, SECRET_DAG)))
+    dags = DAG_FILE.format(dags=(SALES_DAG, SECRET_DAG), window=WINDOW.total_seconds(), grace=GRACE.total_seconds())
+    (home / "dags" / "iqp_dags.py").write_text(dags)
     (home / "passwords.json").write_text(json.dumps(PASSWORDS))
     ledger = f"sqlite:///{home / 'iqp_ledger.db'}"
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
+        "PATH": f"{Path(AIRFLOW).parent}{os.pathsep}{os.environ.get('PATH', '')}",  # standalone runs `airflow ...`
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # the runs stay queued: only their deadlines matter
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__WORKERS": "1",
         "AIRFLOW__API_AUTH__JWT_SECRET": "iqp-browser-test-" + "0" * 64,
         # the API server reaches the ledger as a task does: through the connection iqp_default
         "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": ledger}),
@@ -138,52 +180,53 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         timeout=600,
     )
     assert setup.returncode == 0, setup.stderr[-3000:]
-    seeded = seed(ledger, datetime.now(UTC).replace(microsecond=0))
-    port = _free_port()
-    log = home / "api-server.log"
+    log = home / "standalone.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [AIRFLOW, "api-server", "-H", "127.0.0.1", "-p", str(port), "--apps", "core", "-w", "1"],
+            [AIRFLOW, "standalone"],
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: stopped whole, workers included
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stopped whole, every component included
         )
-    url = f"http://127.0.0.1:{port}"
     try:
         _wait_healthy(url, process, log)
-        with session_scope(ledger, read_only=True) as s:
-            start = store.window_summary(s, seeded.at_risk).window_start
-        run_id = seeded.run_id(start)
-        triggered = httpx.post(
-            f"{url}/api/v2/dags/{SALES_DAG}/dagRuns",
-            json={"dag_run_id": run_id, "logical_date": start.isoformat()},
-            headers={"Authorization": f"Bearer {_token(url, 'admin')}"},
-            timeout=30,
-        )
-        assert triggered.status_code == 200, triggered.text
-        yield Server(url, seeded, run_id)
+        # seeded now: the forecasts checked below hold for minutes from here
+        seeded = seed(ledger, datetime.now(UTC).replace(microsecond=0))
+        runs = []
+        for window_id in (seeded.at_risk, seeded.late):
+            with session_scope(ledger, read_only=True) as s:
+                start = store.window_summary(s, window_id).window_start
+            run_id = seeded.run_id(start)
+            triggered = httpx.post(
+                f"{url}/api/v2/dags/{SALES_DAG}/dagRuns",
+                json={"dag_run_id": run_id, "logical_date": start.isoformat()},
+                headers={"Authorization": f"Bearer {_token(url, 'admin')}"},
+                timeout=30,
+            )
+            assert triggered.status_code == 200, triggered.text
+            runs.append(run_id)
+        yield Server(url, home, seeded, *runs)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_group(process)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 120) -> None:
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
+    status: dict[str, str] = {}
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            pytest.fail(f"the API server exited ({process.returncode}):\n{log.read_text()[-3000:]}")
+            pytest.fail(f"airflow standalone exited ({process.returncode}):\n{log.read_text()[-3000:]}")
         try:
-            if httpx.get(f"{url}/api/v2/monitor/health", timeout=5).status_code == 200:
+            body = httpx.get(f"{url}/api/v2/monitor/health", timeout=5).json()
+            status = {name: body.get(name, {}).get("status", "unknown") for name in COMPONENTS}
+            if all(state == "healthy" for state in status.values()):
                 return
-        except httpx.TransportError:
+        except (httpx.TransportError, ValueError):
             pass
-        time.sleep(0.5)
-    pytest.fail(f"the API server did not answer within {timeout} s:\n{log.read_text()[-3000:]}")
+        time.sleep(1)
+    pytest.fail(f"airflow standalone not healthy within {timeout} s ({status}):\n{log.read_text()[-3000:]}")
 
 
 # -- what the ledger says ---------------------------------------------------------------------
@@ -218,6 +261,14 @@ def sales_laxities(seeded: Seeded) -> list[float]:
             select(Window.deadline, Window.actual_finish).where(Window.status == WindowStatus.MERGED)
         ).all()
     return [(deadline - finish).total_seconds() for deadline, finish in rows if finish is not None]
+
+
+def secret_frees(seeded: Seeded) -> datetime:
+    """When iqp_secret's long batch, which holds the resource, is predicted to end."""
+    with session_scope(seeded.url, read_only=True) as s:
+        granted = s.scalar(select(DispatchRequest.granted_at).where(DispatchRequest.window_id == seeded.secret_running))
+    assert granted is not None
+    return granted + timedelta(seconds=SECRET_BATCH_COST)
 
 
 def single_batch_cost(seeded: Seeded, rows: int) -> float:
@@ -330,6 +381,10 @@ def test_nav_page_window_and_run_tab_show_the_ledgers_numbers(page: Page, server
     deadline = tab.get_by_test_id("iqp-mark-deadline").get_attribute("data-seconds")
     assert deadline is not None
     assert float(deadline) == (open_window.deadline - open_window.window_start).total_seconds()
+    # its forecast: iqp_secret's long batch (granted before) ends, then batch 1 and the merge
+    predicted = secret_frees(seeded) + timedelta(seconds=PLANNED_COSTS[1] + MERGE_COST)
+    assert text(page, "iqp-predicted") == clock(predicted)
+    assert text(page, "iqp-predicted-late") == duration((predicted - open_window.deadline).total_seconds())
     first = open_window.batches[0]
     assert tab.get_by_test_id("iqp-batch-cost").first.inner_text() == duration(first.actual_cost)
     assert tab.get_by_test_id("iqp-wait").count() >= 2  # batch 0's short wait, batch 1 still waiting
@@ -340,5 +395,50 @@ def test_nav_page_window_and_run_tab_show_the_ledgers_numbers(page: Page, server
     card = page.get_by_test_id("iqp-deadlines")
     card.get_by_test_id("iqp-missed-count").wait_for()
     assert text(page, "iqp-missed-count") == "1"
-    assert text(page, "iqp-at-risk-count") == "1"
+    # iqp_sales' open window, and iqp_secret's whose own long batch ends after its deadline
+    assert text(page, "iqp-at-risk-count") == "2"
     card.screenshot(path=str(SCREENSHOTS / "dashboard-card.png"))
+
+
+def test_airflow_holds_each_runs_window_deadline_and_handles_a_miss(server: Server) -> None:
+    seeded = server.seeded
+
+    def deadlines(run_id: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = server.get(f"/ui/dags/{SALES_DAG}/dagRuns/{run_id}/deadlines")["deadlines"]
+        return found
+
+    # the open window's run: due when the ledger says its window is
+    (due,) = deadlines(server.run_id)
+    assert datetime.fromisoformat(due["deadline_time"]) == ledger_window(seeded, seeded.at_risk).summary.deadline
+    assert (due["missed"], due["alert_name"]) == (False, ALERT_NAME)
+    # the late window's run was created after its deadline: the scheduler marks it missed, and the
+    # triggerer runs the DAG's callback
+    late_deadline = ledger_window(seeded, seeded.late).summary.deadline
+    missed, callback = wait_for(lambda: _missed(deadlines(server.late_run_id), server.home), within=120)
+    assert datetime.fromisoformat(missed["deadline_time"]) == late_deadline
+    assert callback == ("airflow_iqp.deadlines.log_missed_window", "success")
+    said = (server.home / "standalone.log").read_text()
+    assert f"of {SALES_DAG} (run {server.late_run_id}) missed its deadline" in said  # in the triggerer's log
+
+
+def _missed(due: list[dict[str, Any]], home: Path) -> tuple[dict[str, Any], tuple[str, str]] | None:
+    """The missed deadline, and its callback (path, state) once the triggerer ran it."""
+    if not due or not due[0]["missed"]:
+        return None
+    with sqlite3.connect(home / "airflow.db") as db:  # the throwaway Airflow's metadata database
+        row = db.execute(
+            "SELECT c.data, c.state FROM deadline d JOIN callback c ON c.id = d.callback_id WHERE d.id = ?",
+            (due[0]["id"].replace("-", ""),),
+        ).fetchone()
+    if row is None or row[1] not in ("success", "failed"):
+        return None
+    return due[0], (json.loads(row[0])["__var"]["path"], row[1])
+
+
+def wait_for(check: Callable[[], T | None], within: float) -> T:
+    deadline = time.monotonic() + within
+    while (found := check()) is None:
+        if time.monotonic() > deadline:
+            pytest.fail(f"not seen within {within} s")
+        time.sleep(1)
+    return found
