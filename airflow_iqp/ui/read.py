@@ -1,12 +1,11 @@
 """What the monitor reads from the ledger: plain rows, detached from the session.
 
 This is the one module of the UI that knows the ledger's tables, so a schema change is met
-here alone. Migration 0004 (issue 10) makes the DAG the ledger's unit: `queries.dag_id`,
-`windows.run_id`, `result_uri`, `incomplete` and `late_files`. Where a ledger has none of
-these yet they are derived instead: a query's DAG is the default `iqp_<name>` that
-`intermittent_query()` gives it, and a run's window is the one whose start the timetable wrote
-into the run id. Dispatcher requests are tied to their DAG through their window, never through
-their `query` column, whose meaning 0004 changes (a query name before, a dag_id after).
+here alone. Since migration 0004 the DAG is the ledger's unit: a query is found by its
+`dag_id`, and a window knows the run that planned it (`run_id`), its published result, whether
+it is incomplete and its late files. A run that has not planned yet (its tab opened before
+`plan` ran) finds its window by the start the window timetable wrote into its run id.
+Dispatcher requests are tied to their DAG through their window.
 """
 
 from __future__ import annotations
@@ -28,13 +27,15 @@ from airflow_iqp.constants import (
     RequestState,
     WindowStatus,
 )
-from airflow_iqp.learning.cost import RECENT, Observation
+from airflow_iqp.ledger import history
 from airflow_iqp.ledger.models import Batch, CostObservation, DispatchRequest, Query, Resource, Window
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
     from sqlalchemy.orm import Session
+
+    from airflow_iqp.learning.cost import Observation
 
 OPEN_WINDOWS = (WindowStatus.PLANNED, WindowStatus.RUNNING)
 # The window start in a run id of the window timetable: `..._window_<start>_<end>[_at_<trigger>]`.
@@ -152,11 +153,6 @@ class DispatcherRows:
     last_served: dict[str, datetime]
 
 
-def default_dag_id(name: str) -> str:
-    """The dag_id `intermittent_query()` gives a query unless told otherwise."""
-    return f"iqp_{name}"
-
-
 def queries(session: Session) -> list[QueryRow]:
     """Every registered query, by DAG id."""
     return sorted((_query_row(q) for q in session.scalars(select(Query))), key=lambda q: q.dag_id)
@@ -164,7 +160,8 @@ def queries(session: Session) -> list[QueryRow]:
 
 def query_of_dag(session: Session, dag_id: str) -> QueryRow | None:
     """The query the DAG runs, if the ledger knows the DAG."""
-    return next((q for q in queries(session) if q.dag_id == dag_id), None)
+    found = session.scalar(select(Query).where(Query.dag_id == dag_id))
+    return None if found is None else _query_row(found)
 
 
 def windows(session: Session, query: QueryRow, limit: int, before: datetime | None = None) -> list[WindowRow]:
@@ -191,8 +188,7 @@ def window_of_run(session: Session, query: QueryRow, run_id: str) -> WindowRow |
     start the window timetable wrote into the run id.
     """
     statement = select(Window).where(Window.query_id == query.id)
-    run_column = getattr(Window, "run_id", None)
-    found = session.scalar(statement.where(run_column == run_id)) if run_column is not None else None
+    found = session.scalar(statement.where(Window.run_id == run_id).order_by(Window.id.desc()).limit(1))
     if found is None and (start := run_window_start(run_id)) is not None:
         found = session.scalar(statement.where(Window.window_start == start))
     return None if found is None else _window_rows(session, [found], {query.id: query.dag_id})[0]
@@ -233,28 +229,21 @@ class Observed:
     observations: tuple[Observation, ...]
 
 
-def observations(session: Session, query_id: int) -> Observed | None:
-    """The newest `RECENT` observations of each kind (older ones weigh nothing in a fit) on
-    the path the query used last; None before its first job.
+def observations(session: Session, dag_id: str) -> Observed | None:
+    """The DAG's newest observations of each kind (as `learning.fit_cost` takes them) on the
+    path it used last; None before its first job or for a DAG the ledger does not know.
     """
     newest = session.scalar(
         select(CostObservation.path)
-        .where(CostObservation.query_id == query_id)
+        .join(Query, Query.id == CostObservation.query_id)
+        .where(Query.dag_id == dag_id)
         .order_by(CostObservation.observed_at.desc(), CostObservation.id.desc())
         .limit(1)
     )
     if newest is None:
         return None
-    found: list[Observation] = []
-    for kind in JobKind:
-        rows = session.scalars(
-            select(CostObservation)
-            .where(CostObservation.query_id == query_id, CostObservation.path == newest, CostObservation.kind == kind)
-            .order_by(CostObservation.observed_at.desc(), CostObservation.id.desc())
-            .limit(RECENT)
-        )
-        found += [Observation(JobKind(o.kind), o.size, o.seconds, o.observed_at) for o in rows]
-    return Observed(ExecutionPath(newest), tuple(found))
+    path = ExecutionPath(newest)
+    return Observed(path, tuple(history.cost_observations(session, dag_id, path)))
 
 
 def dispatcher(session: Session, since: datetime) -> DispatcherRows:
@@ -307,7 +296,7 @@ def open_work(session: Session) -> OpenWork:
         windows=tuple(_window_rows(session, found, dags)),
         resources=_resources(session),
         last_served={dags[query_id]: at for query_id, at in served if at is not None},
-        observed={dags[query_id]: observations(session, query_id) for query_id in {w.query_id for w in found}},
+        observed={dags[query_id]: observations(session, dags[query_id]) for query_id in {w.query_id for w in found}},
     )
 
 
@@ -321,7 +310,7 @@ def _resources(session: Session) -> tuple[ResourceRow, ...]:
 def _query_row(query: Query) -> QueryRow:
     return QueryRow(
         id=query.id,
-        dag_id=getattr(query, "dag_id", None) or default_dag_id(query.name),
+        dag_id=query.dag_id,
         name=query.name,
         mode=Mode(query.mode),
         params=dict(query.params),
@@ -345,7 +334,7 @@ def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> Win
     return WindowRow(
         id=w.id,
         dag_id=dag_id,
-        run_id=getattr(w, "run_id", None),
+        run_id=w.run_id,
         window_start=w.window_start,
         window_end=w.window_end,
         deadline=w.deadline,
@@ -356,9 +345,9 @@ def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> Win
         actual_finish=w.actual_finish,
         status=WindowStatus(w.status),
         deadline_met=w.deadline_met,
-        result=getattr(w, "result_uri", None) or w.result_location,
-        incomplete=bool(getattr(w, "incomplete", False)),
-        late_files=int(getattr(w, "late_files", 0) or 0),
+        result=w.result_uri or w.result_location,
+        incomplete=w.incomplete,
+        late_files=w.late_files,
         batches=tuple(_batch_row(b) for b in w.batches),
         requests=requests,
     )

@@ -236,7 +236,9 @@ class _SlowBatch(DispatchedSparkSubmitOperator):
 
     def resource_request(self, context: Context) -> ResourceRequest:
         remaining = 1 + MERGE_S
-        return ResourceRequest(self.window_id, "q6", JobKind.PARTIAL, 0, BatchReason.PLANNED, self.deadline, remaining)
+        return ResourceRequest(
+            self.window_id, "iqp_q6", JobKind.PARTIAL, 0, BatchReason.PLANNED, self.deadline, remaining
+        )
 
     def run_granted(self, context: Context) -> str:
         with session_scope() as s:
@@ -248,10 +250,10 @@ class _SlowBatch(DispatchedSparkSubmitOperator):
 def slow_window(now: datetime, deadline: datetime) -> int:
     """A closed-input window: one batch of 1 s released now, then a merge of MERGE_S s."""
     with session_scope() as s:
-        store.register_query(s, "q6", "SELECT 1", Mode.STATIC, {})
+        store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         return store.record_plan(
             s,
-            "q6",
+            "iqp_q6",
             now - timedelta(seconds=20),
             now - timedelta(seconds=1),
             deadline,

@@ -9,7 +9,7 @@ import pytest
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, RequestState, WindowStatus
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.ui import read
-from tests.ui.seed import MERGE_COST, SALES, SALES_DAG, SECRET_DAG, Seeded, partial_cost
+from tests.ui.seed import MERGE_COST, SALES, SALES_DAG, SECRET_DAG, Seeded, file_uris, partial_cost
 
 
 def test_queries_name_their_dags(seeded: Seeded) -> None:
@@ -43,7 +43,7 @@ def test_windows_come_newest_first_with_batches_and_requests(seeded: Seeded) -> 
         (0, BatchStatus.DONE, 6000, partial_cost(6000)),
         (1, BatchStatus.DONE, 4000, partial_cost(4000)),
     ]
-    assert met.batches[0].files == {"orders": [f"orders/{i:04d}.parquet" for i in range(6)]}
+    assert met.batches[0].files == {"orders": file_uris(seeded.met, 0)}
     assert [(r.kind, r.slot, r.state) for r in met.requests] == [
         (JobKind.PARTIAL, 0, RequestState.RELEASED),
         (JobKind.PARTIAL, 1, RequestState.RELEASED),
@@ -51,14 +51,20 @@ def test_windows_come_newest_first_with_batches_and_requests(seeded: Seeded) -> 
     ]
 
 
-def test_a_run_finds_its_window_by_the_start_in_its_run_id(seeded: Seeded) -> None:
+def test_a_run_finds_the_window_it_planned_or_the_one_its_run_id_names(seeded: Seeded) -> None:
     with session_scope(seeded.url, read_only=True) as s:
         sales = read.query_of_dag(s, SALES_DAG)
         assert sales is not None
         open_window = read.windows(s, sales, 1)[0]
-        found = read.window_of_run(s, sales, seeded.run_id(open_window.window_start))
+        planned_by = seeded.run_id(open_window.window_start)
+        assert open_window.run_id == planned_by
+        found = read.window_of_run(s, sales, planned_by)
         assert found is not None
         assert found.id == seeded.at_risk
+        # a scheduled run of the same window that has not planned yet: found by the start it names
+        scheduled = read.window_of_run(s, sales, planned_by.replace("manual__", "scheduled__"))
+        assert scheduled is not None
+        assert scheduled.id == seeded.at_risk
         assert read.window_of_run(s, sales, "manual__2026-01-01T00:00:00+00:00") is None
         assert read.window(s, sales, seeded.met) is not None
         assert read.window(s, sales, seeded.secret_running) is None  # another DAG's window
@@ -88,8 +94,8 @@ def test_observations_are_the_newest_on_the_last_path(seeded: Seeded) -> None:
     with session_scope(seeded.url, read_only=True) as s:
         sales = read.query_of_dag(s, SALES_DAG)
         assert sales is not None
-        observed = read.observations(s, sales.id)
-        assert read.observations(s, 999) is None
+        observed = read.observations(s, sales.dag_id)
+        assert read.observations(s, "iqp_nothing") is None
     assert observed is not None
     assert observed.path == ExecutionPath.SPARK_SUBMIT
     sizes = sorted((o.kind, o.size, o.seconds) for o in observed.observations)
@@ -116,4 +122,4 @@ def test_dispatcher_rows(seeded: Seeded) -> None:
     # the holder's grant ranked it over iqp_sales' waiting batch, and the rows know both DAGs
     assert [e.request for e in holder.ranking][0] == holder.id
     assert {rows.ranked_dags[e.request] for e in holder.ranking} == {SECRET_DAG, SALES_DAG}
-    assert set(rows.last_served) == {SALES, "secret"}
+    assert set(rows.last_served) == {SALES_DAG, SECRET_DAG}  # the dispatcher's requests name their DAG
