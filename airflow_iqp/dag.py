@@ -15,8 +15,8 @@ the planned batches (static) or batch slots (mode="dynamic", with alpha and tau_
 `final_merge`, which publishes the result and emits the DAG's result Asset, then `late_files`,
 which records files that came for earlier windows after they merged (and re-merges them when
 asked). Every Spark job waits in the triggerer until the dispatcher, shared by all IQP DAGs,
-grants it the Spark resource ([iqp] policy and resources in the Airflow config). The DAG declares an
-Airflow Deadline Alert at each window's deadline (airflow_iqp.deadlines), calling
+grants it the Spark resource ([iqp] policy and resources in the Airflow config). The DAG
+declares an Airflow Deadline Alert at each window's deadline (airflow_iqp.deadlines), calling
 `deadline_callback` (by default a warning in the triggerer's log) when a window misses it.
 """
 
@@ -44,10 +44,10 @@ from airflow_iqp.timetables.window import WindowTimetable
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from airflow.sdk.definitions.callback import Callback
+
     from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.spec import FileStream
-
-    from airflow.sdk.definitions.callback import Callback
 
 
 def default_work_dir() -> Path:

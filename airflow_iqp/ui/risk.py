@@ -20,15 +20,24 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchStatus, JobKind, Mode, Policy, RequestState, WindowStatus
+from airflow_iqp.constants import (
+    OPEN_REQUEST_STATES,
+    BatchStatus,
+    CostSource,
+    JobKind,
+    Mode,
+    Policy,
+    RequestState,
+    WindowStatus,
+)
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.estimate import expected_time_of
 from airflow_iqp.dynamic.forecast import Backlog, Pending, finish
-from airflow_iqp.learning.cost import CostSource, LearnedCost
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
+    from airflow_iqp.learning.cost import LearnedCost
     from airflow_iqp.ui.read import BatchRow, RequestRow, ResourceRow, WindowRow
 
 RISK_QUANTILE = 0.9

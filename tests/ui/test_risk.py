@@ -8,9 +8,18 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, Policy, RequestState, WindowStatus
+from airflow_iqp.constants import (
+    BatchStatus,
+    CostSource,
+    ExecutionPath,
+    JobKind,
+    Mode,
+    Policy,
+    RequestState,
+    WindowStatus,
+)
 from airflow_iqp.dynamic.estimate import expected_time_of
-from airflow_iqp.learning.cost import CostSource, LearnedCost, Observation, fit_cost
+from airflow_iqp.learning.cost import LearnedCost, Observation, fit_cost
 from airflow_iqp.ui import risk, views
 from airflow_iqp.ui.models import Outcome
 from airflow_iqp.ui.read import ResourceRow, WindowRow
