@@ -5,7 +5,8 @@ checked is computed here from the ledger's rows. Airflow's own Deadline Alert is
 run's deadline is its window's, and the scheduler and triggerer handle a missed one. Screenshots
 go to build/ui/.
 
-Needs /usr/bin/chromium (scripts/ensure_chromium.sh, run by `make test`); costs a few minutes.
+Needs /usr/bin/chromium (scripts/ensure_chromium.sh, run by `make test`); costs about 90 s, most of
+it Airflow starting.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -27,12 +29,12 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from airflow_iqp.constants import JobKind, WindowStatus
+from airflow_iqp.constants import ExecutionPath, JobKind, WindowStatus
 from airflow_iqp.deadlines import ALERT_NAME
 from airflow_iqp.demo.standalone import stop_group
-from airflow_iqp.learning.cost import Observation, fit_cost
+from airflow_iqp.learning.cost import fit_cost
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Window
+from airflow_iqp.ledger.models import DispatchRequest, Window
 from tests.ui.seed import (
     GRACE,
     MERGE_COST,
@@ -145,6 +147,9 @@ def _token(url: str, user: str) -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`airflow standalone` with the plugins, the two DAGs and a seeded ledger; a run of
+    iqp_sales for its open window and one for the window that missed its deadline.
+    """
     home = tmp_path_factory.mktemp("airflow_home")
     (home / "dags").mkdir()
     dags = DAG_FILE.format(dags=(SALES_DAG, SECRET_DAG), window=WINDOW.total_seconds(), grace=GRACE.total_seconds())
@@ -161,8 +166,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        # a machine shared with other work: few processes; no task runs here (the DAGs stay paused)
+        "AIRFLOW__CORE__PARALLELISM": "2",
+        "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
         "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "True",  # the runs stay queued: only their deadlines matter
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+        # named users with our own passwords (not all_admins, which would let every request in)
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin,viewer:viewer",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__API__HOST": "127.0.0.1",
@@ -172,18 +181,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         # the API server reaches the ledger as a task does: through the connection iqp_default
         "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": ledger}),
     }
-    setup = subprocess.run(
-        ["sh", "-ec", f"{AIRFLOW} db migrate >/dev/null && {AIRFLOW} dags reserialize >/dev/null"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert setup.returncode == 0, setup.stderr[-3000:]
     log = home / "standalone.log"
     with log.open("w") as out:
         process = subprocess.Popen(
-            [AIRFLOW, "standalone"],
+            [AIRFLOW, "standalone"],  # migrates its database, then starts every component
             env=env,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -192,27 +193,34 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         )
     try:
         _wait_healthy(url, process, log)
+        admin = {"Authorization": f"Bearer {_token(url, 'admin')}"}
+        for dag_id in (SALES_DAG, SECRET_DAG):  # parsed by the DAG processor once it started
+            wait_for(partial(_dag_known, url, admin, dag_id), within=60, what=f"DAG {dag_id} in the API server")
         # seeded now: the forecasts checked below hold for minutes from here
         seeded = seed(ledger, datetime.now(UTC).replace(microsecond=0))
         runs = []
         for window_id in (seeded.at_risk, seeded.late):
             with session_scope(ledger, read_only=True) as s:
-                start = store.window_summary(s, window_id).window_start
-            run_id = seeded.run_id(start)
+                summary = store.window_summary(s, window_id)
+            assert summary.run_id is not None  # the run that planned it, as the plan task records it
             triggered = httpx.post(
                 f"{url}/api/v2/dags/{SALES_DAG}/dagRuns",
-                json={"dag_run_id": run_id, "logical_date": start.isoformat()},
-                headers={"Authorization": f"Bearer {_token(url, 'admin')}"},
+                json={"dag_run_id": summary.run_id, "logical_date": summary.window_start.isoformat()},
+                headers=admin,
                 timeout=30,
             )
             assert triggered.status_code == 200, triggered.text
-            runs.append(run_id)
+            runs.append(summary.run_id)
         yield Server(url, home, seeded, *runs)
     finally:
         stop_group(process)
 
 
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
+def _dag_known(url: str, headers: dict[str, str], dag_id: str) -> bool | None:
+    return httpx.get(f"{url}/api/v2/dags/{dag_id}", headers=headers, timeout=30).is_success or None
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout: float = 180) -> None:
     deadline = time.monotonic() + timeout
     status: dict[str, str] = {}
     while time.monotonic() < deadline:
@@ -225,7 +233,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout
                 return
         except (httpx.TransportError, ValueError):
             pass
-        time.sleep(1)
+        time.sleep(0.5)
     pytest.fail(f"airflow standalone not healthy within {timeout} s ({status}):\n{log.read_text()[-3000:]}")
 
 
@@ -272,12 +280,10 @@ def secret_frees(seeded: Seeded) -> datetime:
 
 
 def single_batch_cost(seeded: Seeded, rows: int) -> float:
+    """One batch over `rows` rows and its merge, by the model learned from iqp_sales' jobs."""
     with session_scope(seeded.url, read_only=True) as s:
-        observed = [
-            Observation(JobKind(o.kind), o.size, o.seconds, o.observed_at)
-            for o in s.scalars(select(CostObservation).where(CostObservation.query_id == 1))
-        ]
-    model = fit_cost(observed, "spark_submit")
+        observed = store.cost_observations(s, SALES_DAG, ExecutionPath.SPARK_SUBMIT)
+    model = fit_cost(observed, ExecutionPath.SPARK_SUBMIT)
     return model.partial_seconds(rows) + model.merge_seconds(1)
 
 
@@ -414,7 +420,9 @@ def test_airflow_holds_each_runs_window_deadline_and_handles_a_miss(server: Serv
     # the late window's run was created after its deadline: the scheduler marks it missed, and the
     # triggerer runs the DAG's callback
     late_deadline = ledger_window(seeded, seeded.late).summary.deadline
-    missed, callback = wait_for(lambda: _missed(deadlines(server.late_run_id), server.home), within=120)
+    missed, callback = wait_for(
+        lambda: _missed(deadlines(server.late_run_id), server.home), within=60, what="the missed deadline's callback"
+    )
     assert datetime.fromisoformat(missed["deadline_time"]) == late_deadline
     assert callback == ("airflow_iqp.deadlines.log_missed_window", "success")
     said = (server.home / "standalone.log").read_text()
@@ -435,10 +443,11 @@ def _missed(due: list[dict[str, Any]], home: Path) -> tuple[dict[str, Any], tupl
     return due[0], (json.loads(row[0])["__var"]["path"], row[1])
 
 
-def wait_for(check: Callable[[], T | None], within: float) -> T:
+def wait_for(check: Callable[[], T | None], within: float, what: str) -> T:
+    """What `check` finds, polled until it finds something."""
     deadline = time.monotonic() + within
     while (found := check()) is None:
         if time.monotonic() > deadline:
-            pytest.fail(f"not seen within {within} s")
-        time.sleep(1)
+            pytest.fail(f"{what}: not seen within {within} s")
+        time.sleep(0.5)
     return found
