@@ -205,9 +205,7 @@ def test_a_dag_may_bring_its_own_deadline_callback(demo_env: Path) -> None:
             'cost_model="q6", deadline_callback=SyncCallback("my_alerts.page_oncall", kwargs={"team": "data"}),',
         )
     )
-    source = source.replace(
-        "from airflow_iqp import", "from airflow.sdk import SyncCallback\nfrom airflow_iqp import"
-    )
+    source = source.replace("from airflow_iqp import", "from airflow.sdk import SyncCallback\nfrom airflow_iqp import")
     own = demo_env / "own_callback.py"
     own.write_text(source)
     (alert,) = load(own).dag.deadline
