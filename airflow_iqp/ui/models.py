@@ -22,6 +22,7 @@ class Outcome(StrEnum):
     MISSED = "missed"  # merged late, failed, or still open after its deadline
     AT_RISK = "at_risk"  # open, and predicted to finish after its deadline
     ON_TRACK = "on_track"  # open, and predicted to make it
+    BACKFILL = "backfill"  # a backfill's window: its deadline had passed before it was planned
 
 
 class WindowSummary(BaseModel):

@@ -128,6 +128,7 @@ class WindowRow:
     late_files: int
     batches: tuple[BatchRow, ...]
     requests: tuple[RequestRow, ...]
+    backfill: bool = False
 
 
 @dataclass(frozen=True)
@@ -350,6 +351,7 @@ def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> Win
         late_files=w.late_files,
         batches=tuple(_batch_row(b) for b in w.batches),
         requests=requests,
+        backfill=w.backfill,
     )
 
 

@@ -142,7 +142,10 @@ def laxity_s(w: WindowRow, now: datetime) -> float | None:
 def outcome(w: WindowRow, now: datetime, laxity: float | None) -> Outcome:
     """Met or missed once closed; an open window past its deadline has missed it, and one
     predicted to finish after it (by the ledger's predicted finish, or no laxity left) is at risk.
+    A backfill's window has no deadline to meet or miss.
     """
+    if w.backfill:
+        return Outcome.BACKFILL
     if w.status not in OPEN:
         return Outcome.MET if w.deadline_met else Outcome.MISSED
     if now > w.deadline:

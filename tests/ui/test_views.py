@@ -120,6 +120,13 @@ def test_a_failed_window_missed_and_has_no_laxity_without_a_finish() -> None:
     assert summary.laxity_s is None
 
 
+@pytest.mark.parametrize("status", [WindowStatus.RUNNING, WindowStatus.MERGED])
+def test_a_backfills_window_is_neither_met_nor_missed(status: WindowStatus) -> None:
+    """Its deadline had passed before it was planned: long past `now`, and not a miss."""
+    summary = views.summarize(window(status=status, deadline_met=None, backfill=True), at(10**6), None)
+    assert summary.outcome is Outcome.BACKFILL
+
+
 @given(
     st.floats(min_value=1, max_value=100),
     st.floats(min_value=1, max_value=100),
