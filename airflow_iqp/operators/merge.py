@@ -70,7 +70,16 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         self.result = result
 
     def execute(self, context: Context) -> Any:
-        """Queue for the resource (the window's last batch has usually queued it already)."""
+        """Queue for the resource (the window's last batch has usually queued it already); a
+        window the ledger holds merged by an earlier attempt of this task is not merged again
+        (see `PartialAggregateOperator.done_output`).
+        """
+        with session_scope() as session:
+            window = store.window_summary(session, int(self.window_id))
+        if window.status == WindowStatus.MERGED and window.result_uri is not None:
+            self.log.info("window %d was merged by an earlier attempt: %s", window.id, window.result_uri)
+            context["ti"].xcom_push(key="output_location", value=window.result_uri)
+            return window.result_uri
         return self.queue_for_resource(context, self.resource_request(context))
 
     def resource_request(self, context: Context) -> ResourceRequest:

@@ -70,6 +70,21 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Where the window's input lands."""
         return InputSpec.from_dict(self.batch["input"])
 
+    def done_output(self) -> str | None:
+        """The output of this task's batch if the ledger holds it done. Airflow 3.3 can fail an
+        attempt that finished, when a deferred task resumes before the scheduler has read the
+        exit of its deferral (apache/airflow#71580): the retry then finds the batch done.
+        """
+        with session_scope() as session:
+            batches = store.window_summary(session, self.batch["window_id"]).batches
+        mine = [
+            b
+            for b in batches
+            if (b.slot == self.batch["slot"] if self.is_slot else b.index == self.batch["index"])
+            and b.status == BatchStatus.DONE
+        ]
+        return mine[0].output_location if mine else None
+
     def _label(self, context: Context, text: str | None = None) -> None:
         """The map index label; every entry point sets one, or rendering it fails the task."""
         if text is None:
@@ -84,8 +99,14 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     # -- waiting for input -------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        """Static: wait for the batch's units, then queue. Dynamic: see `on_ready`."""
+        """Static: wait for the batch's units, then queue. Dynamic: see `on_ready`. A batch the
+        ledger has done already is not run again (see `done_output`).
+        """
         self._label(context)
+        if (output := self.done_output()) is not None:
+            self.log.info("this batch was done by an earlier attempt: %s", output)
+            context["ti"].xcom_push(key="output_location", value=output)
+            return output
         if self.is_slot:
             return self.on_ready(context)
         trigger = WindowInputTrigger(self.batch["input"], self.batch["upto"])

@@ -5,7 +5,8 @@ the last batch everything left once the input is final, and a retry keeps its fi
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
@@ -21,6 +22,8 @@ from airflow_iqp.window_input import ORIGIN, InputSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from airflow.sdk import Context
 
     from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.assign import WindowSelection
@@ -171,3 +174,20 @@ def test_an_empty_window_runs_its_last_batch_over_no_files(declaration: Declarat
     with pytest.raises(AirflowSkipException):
         freeze(url, batch(declaration, window_id, 0, 2), seen(other_window, 120))
     assert freeze(url, batch(declaration, window_id, 1, None), seen(other_window, 120)) == {}
+
+
+def test_a_batch_the_ledger_holds_done_is_not_run_again(
+    declaration: Declaration, window: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Airflow 3.3 may fail an attempt that finished (a deferral's stale exit event): the retry
+    returns the batch's output at once, without waiting for input or the resource."""
+    url, window_id = window
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    with session_scope(url) as s:
+        store.start_batch(s, window_id, 0)
+        store.finish_batch(s, window_id, 0, T0, T0 + timedelta(seconds=3), 20, 3.0, "/work/batch-0000-f4")
+    pushed: dict[str, Any] = {}
+    context = cast("Context", {"ti": SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))})
+    assert batch(declaration, window_id, 0, 2).execute(context) == "/work/batch-0000-f4"
+    assert pushed == {"output_location": "/work/batch-0000-f4"}
+    assert batch(declaration, window_id, 1, None).done_output() is None
