@@ -1,0 +1,142 @@
+"""The non-preemptive EDF demand test against a direct check, its properties, and worked cases."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from airflow_iqp.planning.admission import MAX_DEADLINES, RecurringQuery, admit
+
+
+@st.composite
+def query_sets(draw: st.DrawFn, most: int = 4) -> list[RecurringQuery]:
+    """Small integer windows and deadlines (so the check below can scan a long stretch)."""
+    count = draw(st.integers(1, most))
+    queries = []
+    for i in range(count):
+        period = draw(st.integers(2, 12))
+        deadline = period + draw(st.integers(0, 12))
+        work = draw(st.integers(0, 4 * period)) / 4
+        longest = draw(st.integers(0, 4 * period)) / 4
+        queries.append(RecurringQuery(f"q{i}", period, deadline, work, longest))
+    return queries
+
+
+def direct_misses(queries: list[RecurringQuery], until: int) -> list[tuple[Fraction, str]]:
+    """Every (deadline, query) up to `until` where demand plus blocking exceeds the time."""
+    misses = []
+    for q in queries:
+        k = 0
+        while (at := Fraction(q.deadline) + k * Fraction(q.period)) <= until:
+            demand = sum(
+                (max(0, math.floor((at - Fraction(o.deadline)) / Fraction(o.period)) + 1) * Fraction(o.work))
+                for o in queries
+            )
+            blocking = max((Fraction(o.longest_job) for o in queries if o.deadline > at), default=Fraction(0))
+            if demand + blocking > at:
+                misses.append((at, q.name))
+            k += 1
+    return sorted(misses, key=lambda m: (m[0], [q.name for q in queries].index(m[1])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(queries=query_sets())
+def test_admission_agrees_with_a_direct_check_over_a_long_stretch(queries: list[RecurringQuery]) -> None:
+    """Past the test interval no first miss hides: the direct check scans well beyond it."""
+    result = admit(queries)
+    assume(result.first_miss is None or result.first_miss.at <= 400)
+    misses = direct_misses(queries, 400)
+    assert result.feasible == (not misses)
+    if misses:
+        assert result.first_miss is not None
+        assert (Fraction(result.first_miss.at), result.first_miss.name) == misses[0]
+        assert result.first_miss.slack < 0
+    for q, verdict in zip(queries, result.queries):
+        assert verdict.name == q.name
+        assert verdict.met == (q.name not in {name for _, name in misses})
+
+
+@settings(max_examples=200, deadline=None)
+@given(queries=query_sets(), scale=st.sampled_from([0.0, 0.25, 0.5, 0.9]))
+def test_less_work_never_turns_a_feasible_set_infeasible(queries: list[RecurringQuery], scale: float) -> None:
+    assume(admit(queries).feasible)
+    lighter = [RecurringQuery(q.name, q.period, q.deadline, q.work * scale, q.longest_job * scale) for q in queries]
+    assert admit(lighter).feasible
+
+
+@settings(max_examples=200, deadline=None)
+@given(queries=query_sets(most=3), extra=query_sets(most=1))
+def test_one_more_query_never_turns_an_infeasible_set_feasible(
+    queries: list[RecurringQuery], extra: list[RecurringQuery]
+) -> None:
+    assume(not admit(queries).feasible)
+    added = RecurringQuery("extra", extra[0].period, extra[0].deadline, extra[0].work, extra[0].longest_job)
+    assert not admit([*queries, added]).feasible
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    period=st.floats(1, 1000),
+    after=st.floats(0, 1000),
+    share=st.one_of(st.floats(0, 0.999), st.just(1.0)),
+    longest=st.floats(0, 1),
+)
+def test_one_query_whose_work_fits_its_window_is_feasible(
+    period: float, after: float, share: float, longest: float
+) -> None:
+    """Alone, its own jobs never block it: work up to one window per window always fits."""
+    # The test interval grows as longest / (1 - share): kept to a thousand windows.
+    result = admit([RecurringQuery("q", period, period + after, period * share, period * longest)])
+    assert result.feasible
+    assert result.queries[0].slack >= 0
+
+
+def test_a_long_job_of_a_later_deadline_makes_an_earlier_one_miss() -> None:
+    """The demo's case: q6's 20 s due 45 s after its window, behind a 30 s q14 job it cannot
+    preempt. Alone q6 holds; with q14's job blocking it, its first deadline fails by 5 s.
+    """
+    q6 = RecurringQuery("q6", 120, 45, 20, 10)
+    q14 = RecurringQuery("q14", 120, 270, 60, 30)
+    assert admit([q6]).feasible
+    result = admit([q6, q14])
+    assert not result.feasible
+    assert result.first_miss is not None
+    assert result.first_miss.name == "q6"
+    assert result.first_miss.at == 45
+    assert result.first_miss.slack == -5
+    assert result.first_miss.blocked_by == "q14"
+    assert result.queries[1].met
+
+
+def test_utilization_over_one_fails_even_with_loose_deadlines() -> None:
+    """11 s of work every 10 s: by the (k+1)-th deadline, 100 + 10k, 11(k+1) s are due, which
+    first exceeds the time at k = 90, by 1 s. Both deadlines fall there; the first listed is named.
+    """
+    result = admit([RecurringQuery("a", 10, 100, 6, 1), RecurringQuery("b", 10, 100, 5, 1)])
+    assert result.utilization == pytest.approx(1.1)
+    assert result.first_miss is not None
+    assert (result.first_miss.name, result.first_miss.at, result.first_miss.slack) == ("a", 1000, -1)
+    assert [(q.met, q.at) for q in result.queries] == [(False, 1000), (False, 1000)]
+
+
+def test_bad_input_is_refused_with_what_to_fix() -> None:
+    with pytest.raises(ValueError, match="at least one query"):
+        admit([])
+    with pytest.raises(ValueError, match="'a' is listed twice"):
+        admit([RecurringQuery("a", 1, 1, 0, 0), RecurringQuery("a", 2, 2, 0, 0)])
+    with pytest.raises(ValueError, match="period must be > 0"):
+        RecurringQuery("a", 0, 1, 0, 0)
+    with pytest.raises(ValueError, match="work must be >= 0"):
+        RecurringQuery("a", 1, 1, -1, 0)
+
+
+def test_a_utilization_within_a_hair_of_one_is_refused_not_looped_over() -> None:
+    period = 1.0
+    queries = [RecurringQuery("a", period, period, period * (1 - 1e-9), period)]
+    queries.append(RecurringQuery("b", 1000, 2000, 1e-7, 0))
+    with pytest.raises(ValueError, match=f"more than {MAX_DEADLINES}"):
+        admit(queries)
