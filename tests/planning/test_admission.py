@@ -22,24 +22,42 @@ def query_sets(draw: st.DrawFn, most: int = 4) -> list[RecurringQuery]:
         deadline = period + draw(st.integers(0, 12))
         work = draw(st.integers(0, 4 * period)) / 4
         longest = draw(st.integers(0, 4 * period)) / 4
-        queries.append(RecurringQuery(f"q{i}", period, deadline, work, longest))
+        final = draw(st.sampled_from([0.0, 0.5, 1.0])) * work
+        queries.append(RecurringQuery(f"q{i}", period, deadline, work, longest, final))
     return queries
 
 
 def direct_misses(queries: list[RecurringQuery], until: int) -> list[tuple[Fraction, str]]:
-    """Every (deadline, query) up to `until` where demand plus blocking exceeds the time."""
-    misses = []
-    for q in queries:
-        k = 0
-        while (at := Fraction(q.deadline) + k * Fraction(q.period)) <= until:
-            demand = sum(
-                (max(0, math.floor((at - Fraction(o.deadline)) / Fraction(o.period)) + 1) * Fraction(o.work))
+    """Every (deadline, query) up to `until` where demand plus blocking exceeds the time: each
+    query's work before its final work due at D + kT, its final work at D - T + kT, and blocking
+    by the longest job of another query whose deadline is later.
+    """
+
+    def due(at: Fraction, deadline: float, period: float) -> int:
+        return max(0, math.floor((at - Fraction(deadline)) / Fraction(period)) + 1)
+
+    def demand(at: Fraction) -> Fraction:
+        return sum(
+            (
+                due(at, o.deadline, o.period) * (Fraction(o.work) - Fraction(o.final_work))
+                + due(at, o.deadline - o.period, o.period) * Fraction(o.final_work)
                 for o in queries
-            )
-            blocking = max((Fraction(o.longest_job) for o in queries if o.deadline > at), default=Fraction(0))
-            if demand + blocking > at:
-                misses.append((at, q.name))
-            k += 1
+            ),
+            Fraction(0),
+        )
+
+    misses = set()
+    for q in queries:
+        firsts = [q.deadline] if q.final_work == 0 else [q.deadline - q.period]
+        if 0 < q.final_work < q.work:
+            firsts.append(q.deadline)
+        for first in firsts:
+            k = 0
+            while (at := Fraction(first) + k * Fraction(q.period)) <= until:
+                others = (Fraction(o.longest_job) for o in queries if o is not q and o.deadline > at)
+                if demand(at) + max(others, default=Fraction(0)) > at:
+                    misses.add((at, q.name))
+                k += 1
     return sorted(misses, key=lambda m: (m[0], [q.name for q in queries].index(m[1])))
 
 
@@ -64,7 +82,10 @@ def test_admission_agrees_with_a_direct_check_over_a_long_stretch(queries: list[
 @given(queries=query_sets(), scale=st.sampled_from([0.0, 0.25, 0.5, 0.9]))
 def test_less_work_never_turns_a_feasible_set_infeasible(queries: list[RecurringQuery], scale: float) -> None:
     assume(admit(queries).feasible)
-    lighter = [RecurringQuery(q.name, q.period, q.deadline, q.work * scale, q.longest_job * scale) for q in queries]
+    lighter = [
+        RecurringQuery(q.name, q.period, q.deadline, q.work * scale, q.longest_job * scale, q.final_work * scale)
+        for q in queries
+    ]
     assert admit(lighter).feasible
 
 
@@ -74,7 +95,8 @@ def test_one_more_query_never_turns_an_infeasible_set_feasible(
     queries: list[RecurringQuery], extra: list[RecurringQuery]
 ) -> None:
     assume(not admit(queries).feasible)
-    added = RecurringQuery("extra", extra[0].period, extra[0].deadline, extra[0].work, extra[0].longest_job)
+    e = extra[0]
+    added = RecurringQuery("extra", e.period, e.deadline, e.work, e.longest_job, e.final_work)
     assert not admit([*queries, added]).feasible
 
 
@@ -96,20 +118,24 @@ def test_one_query_whose_work_fits_its_window_is_feasible(
 
 
 def test_a_long_job_of_a_later_deadline_makes_an_earlier_one_miss() -> None:
-    """The demo's case: q6's 20 s due 45 s after its window, behind a 30 s q14 job it cannot
-    preempt. Alone q6 holds; with q14's job blocking it, its first deadline fails by 5 s.
+    """The demo's case: q6's last batch and merge (20 s) wait for its window to close and are
+    due 45 s later; q14's 30 s job, due much later, may hold the resource when q6's window
+    closes. Alone q6 holds (25 s to spare); behind q14's job it fails by 5 s.
     """
-    q6 = RecurringQuery("q6", 120, 45, 20, 10)
+    q6 = RecurringQuery("q6", 120, 165, 25, 20, final_work=20)
     q14 = RecurringQuery("q14", 120, 270, 60, 30)
-    assert admit([q6]).feasible
+    alone = admit([q6])
+    assert alone.feasible
+    assert (alone.queries[0].slack, alone.queries[0].at, alone.queries[0].final) == (25, 45, True)
     result = admit([q6, q14])
     assert not result.feasible
-    assert result.first_miss is not None
-    assert result.first_miss.name == "q6"
-    assert result.first_miss.at == 45
+    assert result.first_miss == result.queries[0]
+    assert (result.first_miss.name, result.first_miss.at, result.first_miss.final) == ("q6", 45, True)
     assert result.first_miss.slack == -5
     assert result.first_miss.blocked_by == "q14"
     assert result.queries[1].met
+    # Planned so that only 10 s wait for the close, q6 holds behind q14's job.
+    assert admit([RecurringQuery("q6", 120, 165, 25, 20, final_work=10), q14]).feasible
 
 
 def test_utilization_over_one_fails_even_with_loose_deadlines() -> None:
@@ -132,6 +158,10 @@ def test_bad_input_is_refused_with_what_to_fix() -> None:
         RecurringQuery("a", 0, 1, 0, 0)
     with pytest.raises(ValueError, match="work must be >= 0"):
         RecurringQuery("a", 1, 1, -1, 0)
+    with pytest.raises(ValueError, match="final_work .* is more than its work"):
+        RecurringQuery("a", 1, 1, 1, 0, final_work=2)
+    with pytest.raises(ValueError, match="before its window ends"):
+        RecurringQuery("a", 10, 5, 1, 0, final_work=1)
 
 
 def test_a_utilization_within_a_hair_of_one_is_refused_not_looped_over() -> None:
