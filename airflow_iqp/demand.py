@@ -20,8 +20,12 @@ if TYPE_CHECKING:
     from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
 
 
-def window_demand(declaration: Declaration, rate: ArrivalRate, model: CostModel) -> RecurringQuery:
-    """The declaration's window as a recurring task: period the window, due its deadline after it."""
+def window_demand(
+    declaration: Declaration, rate: ArrivalRate, model: CostModel, blocking: float = 0.0
+) -> RecurringQuery:
+    """The declaration's window as a recurring task: period the window, due its deadline after it.
+    A static plan leaves room for `blocking`, the longest job another query may hold the resource for.
+    """
     always, extra_merge = merge_costs(model)
     if declaration.mode is Mode.DYNAMIC:
         batching = dynamic_batching(declaration, rate, model)
@@ -31,10 +35,9 @@ def window_demand(declaration: Declaration, rate: ArrivalRate, model: CostModel)
         merge = always + extra_merge.cost(len(batches))
         longest = max(cost.cost(batching.max_batch), merge)
     else:
-        plan = plan_files(declaration, rate, model).plan
-        batches = [b.cost for b in plan.batches]
-        merge = always + (plan.merge.cost if plan.merge else 0.0)
-        longest = max([*batches, merge])
+        planned = plan_files(declaration, rate, model, blocking=blocking)
+        batches = [b.cost for b in planned.plan.batches]
+        merge, longest = planned.merge_job, planned.longest_job
     window = declaration.window.total_seconds()
     return RecurringQuery(
         name=declaration.dag_id,

@@ -18,12 +18,12 @@ from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.declaration import RUNS_ON, ArrivalRate
 from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InvalidDeclaration
-from airflow_iqp.planning.admission import admit
+from airflow_iqp.planning.admission import admit, blocking
 
 if TYPE_CHECKING:
     import argparse
 
-    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.declaration import CostModel, Declaration
     from airflow_iqp.planning.admission import Admission, QueryAdmission, RecurringQuery
 
 
@@ -111,28 +111,43 @@ def report(tasks: list[RecurringQuery], admission: Admission) -> list[str]:
     return lines
 
 
-def run(args: argparse.Namespace) -> int:
-    """Print the admission result per query; 1 if a deadline fails or a declaration is invalid."""
-    found, invalid = declarations(args.dags_folder)
-    path = ExecutionPath(args.execution_path)
-    for file, err in invalid.items():
-        print(f"{file.name}: invalid declaration: {err}")
-    tasks: list[RecurringQuery] = []
+def priced(
+    found: list[Declaration], path: ExecutionPath, invalid: dict[Path, InvalidDeclaration]
+) -> list[tuple[Declaration, ArrivalRate, CostModel]]:
+    """The declarations with a fitted model on `path` and a declared rate; the others are
+    listed (one whose model file lacks the path is added to `invalid`).
+    """
+    out: list[tuple[Declaration, ArrivalRate, CostModel]] = []
     for declaration in found:
         if declaration.learns_cost or not isinstance(declaration.rate, ArrivalRate):
             learns = "cost model" if declaration.learns_cost else "arrival rate"
             print(f"{declaration.dag_id}: not checked: it learns its {learns}, so it has no price before it runs")
             continue
         try:
-            model = declaration.fitted_model(path)
+            out.append((declaration, declaration.rate, declaration.fitted_model(path)))
         except InvalidDeclaration as err:
             print(f"{declaration.dag_id}: not checked on {path.value}: {err}")
             invalid[Path(declaration.dag_id)] = err
-            continue
-        tasks.append(window_demand(declaration, declaration.rate, model))
-    if not tasks:
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the admission result per query; 1 if a deadline fails or a declaration is invalid.
+
+    Static plans leave room for the longest job another query may hold the resource for, as
+    the `plan` task does: each query is priced once alone for its longest job, then again
+    planned against its deadline less the others' longest job.
+    """
+    found, invalid = declarations(args.dags_folder)
+    path = ExecutionPath(args.execution_path)
+    for file, err in invalid.items():
+        print(f"{file.name}: invalid declaration: {err}")
+    queries = priced(found, path, invalid)
+    if not queries:
         print(f"no query of {args.dags_folder} can be priced on {path.value}: nothing to check")
         return 1 if invalid else 0
+    alone = {d.dag_id: window_demand(d, rate, model).longest_job for d, rate, model in queries}
+    tasks = [window_demand(d, rate, model, blocking(d.dag_id, alone)[0]) for d, rate, model in queries]
     admission = admit(tasks)
     print(f"{len(tasks)} queries of {args.dags_folder} on one shared resource, priced on {path.value}:")
     print("\n".join(report(tasks, admission)))

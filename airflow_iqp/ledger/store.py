@@ -103,6 +103,26 @@ def register_query(
     return query.id
 
 
+def record_longest_job(session: Session, dag_id: str, seconds: float) -> None:
+    """The longest job the DAG's newest plan may hold the shared resource for; other queries
+    plan with room for it (non-preemptive blocking).
+    """
+    query = session.scalars(select(Query).where(Query.dag_id == dag_id)).one()
+    query.params = {**query.params, "longest_job_s": seconds}
+    session.flush()
+
+
+def longest_jobs(session: Session) -> dict[str, float]:
+    """Each registered DAG's longest job, as its newest plan priced it (DAGs not yet planned
+    with a cost model are left out).
+    """
+    return {
+        query.dag_id: float(query.params["longest_job_s"])
+        for query in session.scalars(select(Query))
+        if isinstance(query.params.get("longest_job_s"), int | float)
+    }
+
+
 def record_plan(
     session: Session,
     dag_id: str,

@@ -7,7 +7,9 @@ Which plan a window gets:
 - its input is already final (a past window: `airflow dags test`, a catch-up): one batch, now;
 - no rate to plan with yet (rate="learn", no history): one batch once the input is final;
 - otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
-  MinBatch and dynamic slots.
+  MinBatch and dynamic slots. A static plan leaves room before its deadline for the longest job
+  another registered query may hold the shared resource for (the non-preemptive blocking term);
+  every plan records its own longest job for the others.
 Static batches are cut by count: batch i takes the untaken units among the window's first
 `upto` (in arrival order); the last batch takes everything left once the input is final.
 """
@@ -23,9 +25,11 @@ from airflow.sdk import BaseOperator
 from airflow_iqp.constants import Mode
 from airflow_iqp.costs import planning_model, planning_rate
 from airflow_iqp.declaration import dynamic_batching, merge_costs, plan_files
+from airflow_iqp.demand import window_demand
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
+from airflow_iqp.planning.admission import blocking
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.window_input import InputSpec
 
@@ -77,7 +81,7 @@ class PlanWindowOperator(BaseOperator):
             elif decl.mode is Mode.DYNAMIC:
                 return self.open_slots(session, context, window_input, rate, model)
             else:
-                how, batches = self.planned(rate, model)
+                how, batches = self.planned(session, rate, model)
             window_id = self.record(session, context, batches, how, rate, model)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
@@ -101,9 +105,14 @@ class PlanWindowOperator(BaseOperator):
         end = window.total_seconds()
         return [PlannedBatch(index, None, end, end, 0.0)]
 
-    def planned(self, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch]]:
-        """The paper's static plan at `rate`, in units of the window."""
-        planned = plan_files(self.declaration, rate, model)
+    def planned(self, session: Session, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch]]:
+        """The paper's static plan at `rate`, in units of the window, leaving room for the longest
+        job another registered query may hold the shared resource for; its own longest job is
+        recorded for the others.
+        """
+        room, blocker = blocking(self.declaration.dag_id, store.longest_jobs(session))
+        planned = plan_files(self.declaration, rate, model, blocking=room)
+        store.record_longest_job(session, self.declaration.dag_id, planned.longest_job)
         plan = planned.plan
         if not plan.feasible:
             self.log.warning("%s; running the earliest feasible plan", plan.reason)
@@ -112,7 +121,10 @@ class PlanWindowOperator(BaseOperator):
             PlannedBatch(i, None if i == last else b.last, b.release, b.start, b.cost)
             for i, b in enumerate(plan.batches)
         ]
-        return f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows", batches
+        how = f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows"
+        if blocker is not None:
+            how += f", {room:.1f} s left for {blocker}'s longest job"
+        return how, batches
 
     def register(self, session: Session) -> None:
         """The query's row in the ledger, kept up to date with the declaration."""
@@ -184,6 +196,7 @@ class PlanWindowOperator(BaseOperator):
         decl = self.declaration
         start, end = run_window(context)
         batching = dynamic_batching(decl, rate, model)
+        store.record_longest_job(session, decl.dag_id, window_demand(decl, rate, model).longest_job)
         always, extra_merge = merge_costs(model)
         window_id = store.record_plan(
             session,

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from airflow_iqp.validation import number
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
 
 # More deadlines than this in the test interval means a utilization within a hair of 1.
 MAX_DEADLINES = 1_000_000
@@ -240,3 +240,17 @@ def admit(queries: Sequence[RecurringQuery]) -> Admission:
             if len(failed) == len(tasks):
                 break
     return Admission(tuple(found[i] for i in range(len(tasks))), float(utilization), first_miss)
+
+
+def blocking(name: str, longest_jobs: Mapping[str, float]) -> tuple[float, str | None]:
+    """The longest job another query may hold the resource for when `name`'s work is released
+    (non-preemptive blocking), and whose; (0, None) when no other query shares it.
+
+    A query plans against its deadline less this, so that a job granted just before its own
+    cannot push it past the deadline.
+    """
+    others = {other: seconds for other, seconds in longest_jobs.items() if other != name and seconds > 0}
+    if not others:
+        return 0.0, None
+    longest = max(others, key=lambda other: (others[other], other))
+    return others[longest], longest

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, plan_files
+from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
@@ -187,3 +188,31 @@ def test_a_spark_connection_of_another_type_is_refused(
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "livy", "host": "x"}))
     with pytest.raises(InvalidSetting, match="'iqp_spark' has type 'livy'.*'spark'.*'spark_connect'"):
         plan(declaration(tmp_path), future_window())
+
+
+def test_a_static_plan_leaves_room_for_another_querys_longest_job(tmp_path: Path, url: str) -> None:
+    """A dynamic query planned first records its longest job (a batch within its tau_max of
+    10 s, or its merge); q6, planned next in the same ledger, finishes that much before its
+    deadline, so the job granted just before its last batch cannot make it late.
+    """
+    other = declaration(tmp_path, dag_id="iqp_other", mode=Mode.DYNAMIC, alpha=0.5, tau_max=timedelta(seconds=10))
+    plan(other, future_window())
+    model = other.fitted_model(ExecutionPath.SPARK_SUBMIT)
+    with session_scope(url) as s:
+        jobs = store.longest_jobs(s)
+    assert jobs == {"iqp_other": pytest.approx(window_demand(other, RATE, model).longest_job)}
+    room = jobs["iqp_other"]
+    assert 0 < room <= 10
+
+    decl = declaration(tmp_path, deadline=timedelta(seconds=40))
+    start = future_window()
+    batches = plan(decl, start)
+    planned = plan_files(decl, RATE, model, blocking=room)
+    assert planned.plan.feasible
+    assert planned.finish + room <= (WINDOW + decl.deadline).total_seconds()
+    assert [b["predicted_cost"] for b in batches] == pytest.approx([b.cost for b in planned.plan.batches])
+    alone = plan_files(decl, RATE, model)
+    assert alone.finish + room > (WINDOW + decl.deadline).total_seconds()  # without the room, no room
+    assert f"{room:.1f} s left for iqp_other's longest job" in recorded(url, decl, start).plan["how"]
+    with session_scope(url) as s:
+        assert store.longest_jobs(s) == {"iqp_other": room, "iqp_q6": pytest.approx(planned.longest_job)}

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_iqp.planning.admission import MAX_DEADLINES, RecurringQuery, admit
+from airflow_iqp.planning.admission import MAX_DEADLINES, RecurringQuery, admit, blocking
 
 
 @st.composite
@@ -170,3 +170,12 @@ def test_a_utilization_within_a_hair_of_one_is_refused_not_looped_over() -> None
     queries.append(RecurringQuery("b", 1000, 2000, 1e-7, 0))
     with pytest.raises(ValueError, match=f"more than {MAX_DEADLINES}"):
         admit(queries)
+
+
+def test_blocking_is_the_longest_job_of_another_query() -> None:
+    jobs = {"q6": 40.0, "q14": 22.0, "q1": 19.0, "idle": 0.0}
+    assert blocking("q6", jobs) == (22.0, "q14")
+    assert blocking("q14", jobs) == (40.0, "q6")
+    assert blocking("q6", {"q6": 40.0, "idle": 0.0}) == (0.0, None)
+    assert blocking("q6", {}) == (0.0, None)
+    assert blocking("x", {"b": 5.0, "a": 5.0}) == (5.0, "b")  # ties: the later name, so the answer is stable
