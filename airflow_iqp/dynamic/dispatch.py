@@ -3,7 +3,8 @@
 This is the one ordering of waiting jobs: the live dispatcher (ledger/dispatch.py) builds its
 candidates from the requests in the ledger, the simulator (simulation/queue.py) from its query
 states, and both serve `best_first(...)[0]`, so `iqp simulate --policies rr` predicts what
-`[iqp] policy = rr` runs, ties included.
+`[iqp] policy = rr` runs, ties included (and the `edf-idle`, `llf-idle` columns what EDF and
+LLF run on one resource).
 
 `inserted_idle` is the one exception to serving the best job at once: a non-idling scheduler
 grants a long job of a later deadline moments before a job of an earlier deadline is released,
