@@ -59,3 +59,10 @@ class AlreadyFrozen(IqpError):
         )
         self.dag_id = dag_id
         self.uris = dict(uris)
+
+
+class InputGone(IqpError):
+    """A past window's input files are no longer where the window reads them (retention, a
+    move): running it would publish a result over part of its input. The message names the
+    window and the path; nothing was written.
+    """

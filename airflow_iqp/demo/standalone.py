@@ -15,8 +15,8 @@ from pathlib import Path
 
 BIN = Path(sys.executable).parent
 POLICY = "edf"
-API = "http://localhost:8080"
-HEALTH = f"{API}/api/v2/monitor/health"
+PORT = 8080
+API = f"http://localhost:{PORT}"
 COMPONENTS = ("metadatabase", "scheduler", "triggerer", "dag_processor")
 
 
@@ -28,6 +28,12 @@ class DemoAirflow:
     dags: Path
     ledger: Path
     extra_env: dict[str, str]
+    port: int = PORT  # the API server's; tests start their own Airflow beside a running demo
+
+    @property
+    def api(self) -> str:
+        """The API server's base URL."""
+        return f"http://localhost:{self.port}"
 
     def environ(self) -> dict[str, str]:
         """The environment of every Airflow process the demo starts."""
@@ -48,6 +54,8 @@ class DemoAirflow:
             "AIRFLOW_CONN_IQP_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": f"sqlite:///{self.ledger}"}),
             "SPARK_LOCAL_IP": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.api}/execution/",
             **self.extra_env,
         }
 
@@ -79,27 +87,27 @@ class DemoAirflow:
         return next(iter(users.items()), None)
 
 
-def health() -> dict[str, str] | None:
-    """Component -> status from the API server, or None while it does not answer."""
+def health(api: str = API) -> dict[str, str] | None:
+    """Component -> status from the API server at `api`, or None while it does not answer."""
     try:
-        with urllib.request.urlopen(HEALTH, timeout=3) as response:
+        with urllib.request.urlopen(f"{api}/api/v2/monitor/health", timeout=3) as response:
             body = json.load(response)
     except (OSError, ValueError, urllib.error.URLError):
         return None
     return {name: body.get(name, {}).get("status", "unknown") for name in COMPONENTS}
 
 
-def wait_healthy(process: subprocess.Popen[bytes], timeout: float, log: Path) -> float:
+def wait_healthy(process: subprocess.Popen[bytes], timeout: float, log: Path, api: str = API) -> float:
     """Seconds until every component reports healthy; raises if standalone dies or times out."""
     started = time.monotonic()
     while time.monotonic() - started < timeout:
         if process.poll() is not None:
             raise RuntimeError(f"airflow standalone exited with {process.returncode}; see {log}")
-        status = health()
+        status = health(api)
         if status and all(s == "healthy" for s in status.values()):
             return time.monotonic() - started
         time.sleep(1)
-    raise TimeoutError(f"airflow standalone not healthy after {timeout:g} s (last: {health()}); see {log}")
+    raise TimeoutError(f"airflow standalone not healthy after {timeout:g} s (last: {health(api)}); see {log}")
 
 
 def stop_group(process: subprocess.Popen[bytes] | subprocess.Popen[str] | None, grace: float = 30) -> None:

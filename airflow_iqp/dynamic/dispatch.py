@@ -9,6 +9,10 @@ LLF run on one resource).
 `inserted_idle` is the one exception to serving the best job at once: a non-idling scheduler
 grants a long job of a later deadline moments before a job of an earlier deadline is released,
 which then waits behind it (Section 4.3); with idling, the resource stays free for it instead.
+
+A backfilled window's job never goes ahead of a live one: its deadline is long past, so under
+EDF or LLF it would take the resource from every live query. Backfill jobs are served after all
+live ones, oldest window first; a live job waits at most for the backfill jobs already running.
 """
 
 from __future__ import annotations
@@ -37,14 +41,18 @@ class Candidate:
     remaining: float  # seconds of work its window still needs, its merge included (NaN if unpriced)
     registered: float  # when the job became ready and asked for the resource
     last_served: float  # when its query last got the resource; -inf if never
+    backfill_window: float | None = None  # a backfill job: the start of the window it backfills
 
-    def key(self, policy: Policy, now: float) -> tuple[float, float, int]:
-        """Smaller is served first: the policy's rank (round robin: when the query was last
-        served, so the one that has waited longest goes first), then the earlier registration,
-        then the smaller id.
+    def key(self, policy: Policy, now: float) -> tuple[bool, float, float, int]:
+        """Smaller is served first: live before backfill; among live jobs the policy's rank
+        (round robin: when the query was last served, so the one that has waited longest goes
+        first), among backfill jobs the older window; then the earlier registration, then the
+        smaller id.
         """
+        if self.backfill_window is not None:
+            return (True, self.backfill_window, self.registered, self.request)
         first = self.last_served if policy == Policy.RR else rank(policy, self.deadline, self.remaining, now)
-        return (first, self.registered, self.request)
+        return (False, first, self.registered, self.request)
 
 
 def best_first(policy: str, candidates: Sequence[Candidate], now: float) -> list[Candidate]:

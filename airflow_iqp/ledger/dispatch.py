@@ -34,7 +34,7 @@ from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, best_first, insert
 from airflow_iqp.dynamic.policies import check_policy
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import idle
-from airflow_iqp.ledger.models import DispatchRequest, Resource
+from airflow_iqp.ledger.models import DispatchRequest, Resource, Window
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
@@ -278,7 +278,11 @@ def _choices(
             DispatchRequest.deadline,
             DispatchRequest.remaining_cost,
             DispatchRequest.registered_at,
-        ).where(DispatchRequest.state == RequestState.WAITING)
+            Window.backfill,
+            Window.window_start,
+        )
+        .join(Window, Window.id == DispatchRequest.window_id)
+        .where(DispatchRequest.state == RequestState.WAITING)
     ).all()
     last_served = _last_served(session, {r.query for r in waiting}) if policy == Policy.RR and waiting else {}
     candidates = [
@@ -289,6 +293,7 @@ def _choices(
             remaining=r.remaining_cost,
             registered=r.registered_at.timestamp(),
             last_served=served.timestamp() if (served := last_served.get(r.query)) else -math.inf,
+            backfill_window=r.window_start.timestamp() if r.backfill else None,
         )
         for r in waiting
     ]
@@ -338,7 +343,7 @@ def _take(
     if not taken:
         savepoint.rollback()
         return Lost.RESOURCE
-    ranking = [[c.request, c.query, _finite(c.key(policy, now.timestamp())[0])] for c in [chosen, *others]]
+    ranking = [[c.request, c.query, _finite(c.key(policy, now.timestamp())[1])] for c in [chosen, *others]]
     granted = _changed(
         session,
         update(DispatchRequest)

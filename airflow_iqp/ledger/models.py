@@ -150,6 +150,7 @@ class Window(Base):
     result_uri: Mapped[str | None] = mapped_column(Text)  # the current published result (see Result)
     incomplete: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # a file quarantined
     late_files: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    backfill: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())  # planned by a backfill
 
     query: Mapped[Query] = relationship(back_populates="windows")
     batches: Mapped[list[Batch]] = relationship(
@@ -293,7 +294,7 @@ class Result(Base):
     uri: Mapped[str] = mapped_column(Text)
     rows: Mapped[int] = mapped_column(BigInteger)  # input rows behind the result
     finished_at: Mapped[datetime]
-    deadline_met: Mapped[bool]
+    deadline_met: Mapped[bool | None]  # None: backfilled, its deadline had passed before it was planned
     incomplete: Mapped[bool]
     late_files: Mapped[int]
     recorded_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -151,11 +151,18 @@ def record_plan(
     batches: Sequence[Mapping[str, Any]],
     predicted_finish: datetime | None = None,
     run_id: str | None = None,
+    backfill: bool = False,
 ) -> int:
     """Store a window's plan and return the window id. Re-planning the same window replaces the
     batches that have not started; started ones (or ones with frozen files) stay as they are, and
     a new batch with the index of a kept one is dropped. `run_id` is the Airflow DAG run that
-    plans it (the last one to plan it, where several did; None keeps the one recorded).
+    plans it (the last one to plan it, where several did; None keeps the one recorded);
+    `backfill` says that a backfill plans it (see `Window.backfill`).
+
+    A closed (merged or failed) window planned again is run again from its files: a backfill
+    with `--reprocess-behavior`, or a cleared run. Its batches go, with their claims on the
+    files, so the new batches can take them; its published results stay in `results` and its
+    current result stays current until the new merge publishes one.
 
     Each batch is a mapping with index, first_tuple, last_tuple, release, latest_start,
     planned_start and predicted_cost.
@@ -168,8 +175,9 @@ def record_plan(
         window = Window(query_id=query_id, window_start=window_start)
         session.add(window)
     elif window.status in CLOSED:
-        raise ValueError(f"window {window.id} of {dag_id} is already {window.status}; it cannot be re-planned")
+        _reopen(session, window)
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
+    window.backfill = backfill
     window.plan, window.predicted_finish = dict(plan), predicted_finish
     if run_id is not None:
         window.run_id = run_id
@@ -192,6 +200,18 @@ def record_plan(
     ]
     session.flush()
     return window.id
+
+
+def _reopen(session: Session, window: Window) -> None:
+    """A closed window back to planned, without its batches (their file claims go with them)."""
+    window.batches = []
+    session.flush()
+    window.status, window.deadline_met, window.actual_finish, window.result_location = (
+        WindowStatus.PLANNED,
+        None,
+        None,
+        None,
+    )
 
 
 def add_dynamic_batch(
@@ -285,14 +305,17 @@ def record_merge(
     actual_tuples: int | None,
     result_location: str | None,
     status: WindowStatus = WindowStatus.MERGED,
-) -> bool:
-    """Close the window; returns whether it met its deadline (a failed merge never does)."""
+) -> bool | None:
+    """Close the window; returns whether it met its deadline (a failed merge never does), or None
+    for a backfilled window: its deadline had passed before it was planned, so it has none to meet.
+    """
     if status not in CLOSED:
         raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
     window = lookup.window(session, window_id)
     window.status, window.actual_finish = status, actual_finish
     window.actual_tuples, window.result_location = actual_tuples, result_location
-    window.deadline_met = status == WindowStatus.MERGED and actual_finish <= window.deadline
+    met = status == WindowStatus.MERGED and actual_finish <= window.deadline
+    window.deadline_met = None if window.backfill else met
     session.flush()
     return window.deadline_met
 
@@ -316,7 +339,7 @@ def record_result(session: Session, window_id: int, uri: str, rows: int, finishe
             uri=uri,
             rows=rows,
             finished_at=finished_at,
-            deadline_met=finished_at <= window.deadline,
+            deadline_met=None if window.backfill else finished_at <= window.deadline,
             incomplete=window.incomplete,
             late_files=window.late_files,
         )
@@ -369,6 +392,16 @@ class WindowSummary:
     late_files: int
     plan: dict[str, Any]
     batches: tuple[BatchSummary, ...]
+    backfill: bool = False
+
+    @property
+    def outcome(self) -> str | None:
+        """How the window ended: "backfilled", "met" or "missed"; None while it is open or failed."""
+        if self.status != WindowStatus.MERGED:
+            return None
+        if self.backfill:
+            return "backfilled"
+        return "met" if self.deadline_met else "missed"
 
 
 def window_summary(session: Session, window_id: int) -> WindowSummary:
@@ -393,6 +426,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
         incomplete=w.incomplete,
         late_files=w.late_files,
         plan=dict(w.plan),
+        backfill=w.backfill,
         batches=tuple(
             BatchSummary(
                 index=b.batch_index,

@@ -5,12 +5,18 @@ task registers its request and, in the same transaction, grants whatever the pol
 If that is not this task, it waits in the triggerer (GrantTrigger, read-only) until it is
 granted, or until a resource is free and the policy would pick it; then it comes back and
 grants itself. While the job runs, a thread heartbeats the lease; if the lease is lost anyway
-(the worker stalled past its expiry and the resource went on), the job is killed and the task
-fails, to be retried. When the job ends the lease is released and the next request granted.
+(the worker stalled past its expiry and the resource went on, or heartbeats kept failing until
+it ran out), the job is killed and the task fails, to be retried. When the job ends the lease is
+released and the next request granted.
+
+A job's output is kept only if the lease is confirmed live (`dispatch.confirm`) after the job
+wrote it and before the task records it; each attempt writes under a name with its lease's
+fence, so a job that outlived its lease never replaces the output of the attempt holding it now.
 
 The type of the Spark connection (`iqp_spark` by default) picks the execution path:
 - `spark`: one `spark-submit` application per job (the operator's SparkSubmitOperator side);
-  losing the lease kills the application.
+  losing the lease kills the application, and an application that committed after its lease
+  ran out has its output deleted.
 - `spark_connect`: the job runs in this task against a Spark Connect server, in a session of
   its own per attempt (URL from the Spark provider's SparkConnectHook, plus a new session id),
   its operations tagged `iqp-r<request>-f<fence>`. Losing the lease interrupts the tag, and the
@@ -23,6 +29,7 @@ The policy, resource count and lease length are Airflow config, section [iqp] (a
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +43,7 @@ from airflow_iqp.ledger import dispatch, session_scope
 from airflow_iqp.operators.window import JOBS_DIR
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
+from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 
@@ -111,8 +119,21 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         spec_file.write_text(spec.to_json())
         if self.execution_path() is ExecutionPath.SPARK_CONNECT:
             self._run_on_connect(spec, self._keeper)
-        else:
-            self._submit(context, spec, spec_file)
+            return
+        self._submit(context, spec, spec_file)
+        try:  # the application committed on its own: keep its output only under a live lease
+            self._keeper.confirm()
+        except LeaseLostError:
+            shutil.rmtree(local_path(spec.output), ignore_errors=True)
+            raise
+
+    def leased_output(self, base: Path) -> Path:
+        """Where this attempt's job writes: `base` with the lease's fence, so a job that outlived its
+        lease never replaces the output of the attempt that holds it now.
+        """
+        if self._keeper is None:
+            raise RuntimeError(f"{self.task_id}: a Spark job's output is named only under the dispatcher's lease")
+        return base.with_name(f"{base.name}-f{self._keeper.lease.fence}")
 
     def _submit(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
         """spark-submit the job's script; unreadable inputs come back in its report file."""
@@ -233,7 +254,10 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             keeper.stop()
             now = datetime.now(UTC)
             with session_scope() as session:
-                dispatch.release(session, keeper.lease, now)
+                if not dispatch.release(session, keeper.lease, now) and succeeded:
+                    # Accepted under a confirmed lease (`confirm` before the commit or the record):
+                    # what ran out was the time after it.
+                    self.log.warning("request %d: the lease ran out after its output was confirmed", lease.request)
                 if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
                     _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
@@ -276,9 +300,12 @@ class _LeaseKeeper(threading.Thread):
             try:
                 with session_scope() as session:
                     extended = dispatch.heartbeat(session, self.lease, datetime.now(UTC))
-            except Exception:  # a failed heartbeat is retried; the lease outlives a few
-                self.log.exception("lease heartbeat failed; retrying")
-                continue
+            except Exception:  # a failed heartbeat is retried while the lease lasts
+                if datetime.now(UTC) < self.lease.expires:
+                    self.log.exception("lease heartbeat failed; retrying until the lease runs out")
+                    continue
+                self.log.exception("the lease could not be renewed before it ran out")
+                extended = None
             if extended is None:
                 self.lost = True
                 self.log.error(

@@ -143,7 +143,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
             store.start_batch(session, window_id, index)
         directory = window_dir(Path(self.work_dir), decl.dag_id, window_start)
         directory.mkdir(parents=True, exist_ok=True)
-        output = directory / f"batch-{index:04d}"
+        output = self.leased_output(directory / f"batch-{index:04d}")
         started = datetime.now(UTC)
         try:
             spec = partial_spec(decl, batch.files or {}, output, {})
@@ -161,7 +161,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
             observe(session, decl, self.execution_path(), JobKind.PARTIAL, rows, (ended - started).total_seconds())
             summary = store.window_summary(session, window_id)
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
-        committed = directory / f"result-{ended:%Y%m%dT%H%M%S}"
+        committed = self.leased_output(directory / f"result-{ended:%Y%m%dT%H%M%S}")
         self.run_spark_job(context, merge_spec(decl, partials, committed), committed.with_suffix(".spec.json"))
         marker = read_marker(committed)
         target = decl.output.render(

@@ -88,7 +88,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             summary = store.window_summary(session, window_id)
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
-        committed = window_dir(Path(self.work_dir), decl.dag_id, start) / "result"
+        committed = self.leased_output(window_dir(Path(self.work_dir), decl.dag_id, start) / "result")
         committed.parent.mkdir(parents=True, exist_ok=True)
         spec = merge_spec(decl, partials, committed)
         path = self.execution_path()
@@ -135,7 +135,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
             window_id,
             len(partials),
             location,
-            "met" if met else "MISSED",
+            "backfilled: none to meet" if met is None else "met" if met else "MISSED",
         )
         context["ti"].xcom_push(key="output_location", value=location)
         return location

@@ -179,7 +179,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             self._label(context, f"batch {index} · units {batch.first_tuple}..{batch.last_tuple}{reason}")
         directory = window_dir(Path(self.work_dir), self.declaration.dag_id, run_window(context)[0])
         directory.mkdir(parents=True, exist_ok=True)
-        output = directory / f"batch-{index:04d}"
+        output = self.leased_output(directory / f"batch-{index:04d}")
         self.log.info("batch %d attempt %d: %s", index, attempt, {s: len(f) for s, f in files.items()})
         started = datetime.now(UTC)
         try:
@@ -241,18 +241,29 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         return merge_request(self.declaration, window, planning_model(session, self.declaration, self.execution_path()))
 
     def _freeze(self, session: Session, selection: WindowSelection) -> int:
-        """Static: this batch's files, frozen once (a retry keeps them)."""
+        """Static: this batch's files, frozen once (a retry keeps them).
+
+        A batch takes the units up to its planned end that no batch has taken, leaving those up to
+        the end of an earlier batch that has not frozen its files yet: when a past window's
+        batches all become ready at once (a backfill, `airflow dags test`), the order they run in
+        does not change the plan's batch sizes.
+        """
         window_id, index, upto = self.batch["window_id"], self.batch["index"], self.batch["upto"]
         summary = store.window_summary(session, window_id)
         current = next(b for b in summary.batches if b.index == index)
         if current.files is not None:
             return index
         taken = store.frozen_files(session, window_id)
-        units = untaken(selection.units if upto is None else selection.units[:upto], taken)
-        if not units and not (upto is None and selection.final and not taken):
+        pending = [b for b in summary.batches if b.index < index and b.files is None]
+        reserved = max((b.last_tuple for b in pending if b.status != BatchStatus.SKIPPED), default=0)
+        units = untaken(selection.units[reserved:upto], taken)
+        if not units and not (upto is None and selection.final and not selection.units):
             store.skip_batch(session, window_id, index)
             session.commit()  # the skip must outlive the exception below, which rolls the caller's transaction back
-            raise AirflowSkipException(f"batch {index}: the window's units up to {upto} are all taken by other batches")
+            raise AirflowSkipException(
+                f"batch {index}: none of the window's {len(selection.units)} unit(s) is left for it;"
+                " other batches took them or will"
+            )
         store.freeze_files(session, window_id, index, files_by_stream(units))
         return index
 

@@ -4,7 +4,9 @@ mode), and record window and plan in the ledger.
 Which plan a window gets:
 - learning the cost model and none yet: the calibration plan — one unit as soon as it lands,
   the rest once the input is final (two partial sizes and a merge for the first model);
-- its input is already final (a past window: `airflow dags test`, a catch-up): one batch, now;
+- a backfill, or its input is already final (a past window: `airflow dags test`, a catch-up):
+  planned for cost, not for a deadline that has passed — one batch, or for a dynamic query
+  batches of at most tau_max of work, so that no such job holds the shared resource longer;
 - no rate to plan with yet (rate="learn", no history): one batch once the input is final;
 - otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
   MinBatch and dynamic slots. A static plan leaves room before its deadline for the longest job
@@ -18,16 +20,19 @@ Static batches are cut by count: batch i takes the untaken units among the windo
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
 from airflow_iqp.costs import planning_model, planning_rate
-from airflow_iqp.declaration import dynamic_batching, merge_costs, plan_files
+from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
 from airflow_iqp.demand import window_demand
+from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
 
     from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
     from airflow_iqp.planning.admission import RecurringQuery
+    from airflow_iqp.streams.assign import WindowSelection
 
 
 @dataclass(frozen=True)
@@ -76,17 +82,18 @@ class PlanWindowOperator(BaseOperator):
             model = planning_model(session, decl, path)
             rate = planning_rate(session, decl)
             admission = None
-            if model is None:
+            backfill = context["dag_run"].run_type == DagRunType.BACKFILL
+            if backfill or datetime.now(UTC) >= final_at:
+                how, batches = self.historical(session, window_input, model, rate, backfill)
+            elif model is None:
                 how, batches = "calibration: one unit first, the rest once final", self.calibration(end - start)
-            elif datetime.now(UTC) >= final_at:
-                how, batches = "historical: its input is final, one batch now", [PlannedBatch(0, None, 0.0, 0.0, 0.0)]
             elif rate is None:
                 how, batches = "no rate learned yet: one batch once the input is final", self.one_batch(end - start)
             elif decl.mode is Mode.DYNAMIC:
                 return self.open_slots(session, context, window_input, rate, model)
             else:
                 how, batches, admission = self.planned(session, rate, model)
-            window_id = self.record(session, context, batches, how, rate, model, admission)
+            window_id = self.record(session, context, batches, how, rate, model, backfill, admission)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
             {
@@ -99,6 +106,36 @@ class PlanWindowOperator(BaseOperator):
             }
             for b in batches
         ]
+
+    def historical(
+        self,
+        session: Session,
+        window_input: InputSpec,
+        model: CostModel | None,
+        rate: ArrivalRate | None,
+        backfill: bool,
+    ) -> tuple[str, list[PlannedBatch]]:
+        """A past window, all its files in: the cheapest plan now. One batch, or for a dynamic
+        query batches of at most tau_max of work (by the model at the rate's rows per file).
+        Learning and no model yet: the calibration plan, which a past window runs at once.
+        """
+        decl = self.declaration
+        selection = window_input.look()
+        _check_input_kept(session, decl.dag_id, selection, backfill, window_input)
+        if model is None:
+            return "historical calibration: one unit, then the rest", self.calibration(decl.window)
+        units = len(selection.units)
+        per_batch = units
+        if decl.tau_max is not None and rate is not None:
+            per_batch = max(1, file_costs(model, rate.rows_per_file).max_tuples(decl.tau_max))
+        count = max(1, math.ceil(units / per_batch)) if units else 1
+        what = "backfill" if backfill else "historical"
+        batches = [
+            PlannedBatch(i, None if i == count - 1 else per_batch * (i + 1), 0.0, 0.0, 0.0) for i in range(count)
+        ]
+        if count == 1:
+            return f"{what}: {units} file(s), one batch now", batches
+        return f"{what}: {units} file(s) in {count} batches of at most {per_batch} (tau_max)", batches
 
     def calibration(self, window: timedelta) -> list[PlannedBatch]:
         """A one-unit batch as soon as it lands, and the rest once the input is final."""
@@ -171,6 +208,7 @@ class PlanWindowOperator(BaseOperator):
         how: str,
         rate: ArrivalRate | None,
         model: CostModel | None,
+        backfill: bool,
         admission: str | None,
     ) -> int:
         """The window and its static batches in the ledger; returns the window id."""
@@ -210,6 +248,7 @@ class PlanWindowOperator(BaseOperator):
             ],
             predicted_finish=None if model is None else start + timedelta(seconds=finish),
             run_id=context["run_id"],
+            backfill=backfill,
         )
 
     def open_slots(
@@ -268,3 +307,27 @@ class PlanWindowOperator(BaseOperator):
             ).to_dict()
             for slot in range(batching.slots)
         ]
+
+
+def _check_input_kept(
+    session: Session, dag_id: str, selection: WindowSelection, backfill: bool, window_input: InputSpec
+) -> None:
+    """Refuse to run a past window again over part of its input: every file its last run froze
+    must still be listed, and a backfilled window with no files must have older files beside it
+    (else its files are gone, or it predates the stream).
+    """
+    where = ", ".join(f"{name}: {stream.path}" for name, stream in sorted(window_input.file_streams().items()))
+    window = f"window {selection.start.isoformat()}..{selection.end.isoformat()} of {dag_id}"
+    known = store.window_id(session, dag_id, selection.start)
+    listed = {f.uri for unit in selection.units for f in unit.files}
+    gone = sorted(store.frozen_files(session, known) - listed) if known is not None else []
+    if gone:
+        raise InputGone(
+            f"{window}: {len(gone)} file(s) its last run read are no longer listed ({where}), first {gone[0]}; "
+            "restore them or leave the window's published result as it is. Nothing was written."
+        )
+    if backfill and not selection.units and not selection.earlier:
+        raise InputGone(
+            f"{window}: no input file for it, and none for any earlier window ({where}): its files are gone "
+            "(retention?) or the stream starts later; backfill from a later date. Nothing was written."
+        )

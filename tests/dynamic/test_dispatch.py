@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -106,3 +107,35 @@ def test_of_several_upcoming_jobs_the_earliest_deadline_is_waited_for() -> None:
     held = inserted_idle(Q14, 29.0, [Q6, later], 119.2)
     assert held is not None
     assert held.waits_for == later
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 100.0),  # deadline
+            st.floats(0.0, 10.0),  # remaining
+            st.none() | st.floats(-1000.0, 0.0),  # the backfilled window's start, None for live
+        ),
+        min_size=1,
+        max_size=10,
+    ),
+    st.sampled_from(list(Policy)),
+)
+def test_every_live_job_goes_before_every_backfill_job_and_backfills_oldest_window_first(
+    fields: list[tuple[float, float, float | None]], policy: Policy
+) -> None:
+    queue = [replace(candidate(i, d, r, float(i), -math.inf), backfill_window=w) for i, (d, r, w) in enumerate(fields)]
+    ranked = best_first(policy, queue, 5.0)
+    tiers = [c.backfill_window is not None for c in ranked]
+    assert tiers == sorted(tiers)  # no live job after a backfill job
+    backfilled = [c.backfill_window for c in ranked if c.backfill_window is not None]
+    assert backfilled == sorted(backfilled)
+
+
+def test_a_backfill_job_with_a_long_past_deadline_waits_behind_a_live_one() -> None:
+    live = candidate(1, deadline=100.0, remaining=5.0, registered=3.0, last_served=-math.inf)
+    old = replace(
+        candidate(2, deadline=-1e6, remaining=5.0, registered=1.0, last_served=-math.inf), backfill_window=-2e6
+    )
+    for policy in Policy:
+        assert [c.request for c in best_first(policy, [old, live], 10.0)] == [1, 2]

@@ -148,6 +148,35 @@ def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, po
 # -- requests and leases ------------------------------------------------------------------------
 
 
+def test_live_requests_go_before_backfill_requests_which_go_oldest_window_first(ledger_db: str) -> None:
+    """A backfilled window's deadline is long past: by EDF alone it would take every grant."""
+    with session_scope(ledger_db) as s:
+        store.register_query(s, dag_id="backfilled", name="b", sql="SELECT 1", mode=Mode.STATIC, params={})
+        old = []
+        for days in (3, 9, 6):
+            start = T0 - timedelta(days=days)
+            window = store.record_plan(
+                s,
+                "backfilled",
+                start,
+                start + timedelta(seconds=10),
+                start + timedelta(seconds=20),
+                1,
+                {},
+                [],
+                backfill=True,
+            )
+            old.append((days, _register(s, window, "backfilled", now=_s(0), deadline=start + timedelta(seconds=20))))
+        live = _register(s, _window(s, "live"), "live", now=_s(1), deadline=_s(3600))
+    served = []
+    for step in range(4):
+        (lease,) = _grant(ledger_db, _s(2 + step))
+        served.append(lease.request)
+        with session_scope(ledger_db) as s:
+            dispatch.release(s, lease, _s(2.5 + step))
+    assert served == [live] + [request for _, request in sorted(old, reverse=True)]
+
+
 def test_a_window_has_one_open_request(ledger_db: str) -> None:
     with session_scope(ledger_db) as s:
         window = _window(s, "q1")

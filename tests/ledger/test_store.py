@@ -24,7 +24,7 @@ from tests.ledger.helpers import T0, data_file, planned_window
 if TYPE_CHECKING:
     from pathlib import Path
 
-HEAD = "0005"
+HEAD = "0006"
 FILES = {
     "orders": [data_file("0000.parquet", "orders"), data_file("0001.parquet", "orders")],
     "lineitem": [data_file("0000.parquet", "lineitem")],
@@ -149,12 +149,60 @@ def test_late_or_failed_merges_miss_the_deadline_and_naive_times_are_refused(led
     window_id = _planned_window(ledger_db)
     with session_scope(ledger_db) as s:
         assert store.record_merge(s, window_id, T0 + timedelta(seconds=13), 10, "/out") is False
-    with pytest.raises(ValueError, match="already merged"), session_scope(ledger_db) as s:
-        store.record_plan(s, "iqp_q1", T0, T0, T0, 1, {}, [])
     with pytest.raises(StatementError, match="naive datetime"), session_scope(ledger_db) as s:
         store.start_batch(s, window_id, 0, started_at=datetime(2026, 1, 1, 12, 0))
     with session_scope(ledger_db) as s:
         assert store.window_summary(s, window_id).batches[0].attempts == 0
+
+
+def _merged(url: str, window_id: int, finish: datetime) -> None:
+    with session_scope(url) as s:
+        for b in store.window_summary(s, window_id).batches:
+            store.start_batch(s, window_id, b.index)
+            store.finish_batch(s, window_id, b.index, finish, finish, 1, 0.1, f"/out/{b.index}")
+        store.record_merge(s, window_id, finish, 10, "/out/result")
+        store.record_result(s, window_id, f"/results/{finish.isoformat()}", 10, finish)
+
+
+def test_a_closed_window_planned_again_runs_again_and_keeps_its_published_results(ledger_db: str) -> None:
+    """A backfill with --reprocess-behavior (or a cleared run) plans a merged window again."""
+    window_id = _planned_window(ledger_db)
+    with session_scope(ledger_db) as s:
+        store.freeze_files(s, window_id, 1, FILES)
+    _merged(ledger_db, window_id, T0 + timedelta(seconds=11))
+    again = planned_window(ledger_db, "iqp_q1", ranges=((1, 10),), run_id="backfill__1")
+    assert again == window_id
+    with session_scope(ledger_db) as s:
+        summary = store.window_summary(s, window_id)
+        assert (summary.status, summary.deadline_met, summary.actual_finish) == (WindowStatus.PLANNED, None, None)
+        assert [(b.index, b.status, b.files) for b in summary.batches] == [(0, BatchStatus.PLANNED, None)]
+        assert store.frozen_files(s, window_id) == set()  # the files are free for the new batches
+        assert store.freeze_files(s, window_id, 0, FILES) == URIS
+        assert summary.result_uri == f"/results/{(T0 + timedelta(seconds=11)).isoformat()}"  # until replaced
+    _merged(ledger_db, window_id, T0 + timedelta(days=1))
+    with session_scope(ledger_db) as s:
+        uris = list(s.scalars(select(Result.uri).where(Result.window_id == window_id).order_by(Result.id)))
+        assert store.window_summary(s, window_id).result_uri == uris[-1]
+    assert len(uris) == 2
+
+
+def test_a_backfilled_window_has_no_deadline_to_miss(ledger_db: str) -> None:
+    with session_scope(ledger_db) as s:
+        store.register_query(s, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
+        window_id = store.record_plan(
+            s, "iqp_q1", T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=12), 1, {}, [], backfill=True
+        )
+    late = T0 + timedelta(days=30)
+    with session_scope(ledger_db) as s:
+        assert store.record_merge(s, window_id, late, 1, "/out/result") is None
+        store.record_result(s, window_id, "/results/w", 1, late)
+        summary = store.window_summary(s, window_id)
+        assert (summary.backfill, summary.deadline_met, summary.outcome) == (True, None, "backfilled")
+        assert s.scalar(select(Result.deadline_met).where(Result.window_id == window_id)) is None
+    live = planned_window(ledger_db, "iqp_q1", start=T0 + timedelta(seconds=10))
+    with session_scope(ledger_db) as s:
+        store.record_merge(s, live, late, 1, "/out/result")
+        assert store.window_summary(s, live).outcome == "missed"
 
 
 def _write_observations(url: str, worker: int, results: Any) -> None:

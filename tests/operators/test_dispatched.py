@@ -1,25 +1,32 @@
 """The task side of the dispatcher: the lease keeper that heartbeats while a Spark job runs and
-kills the job if the lease is lost, and the task failing with LeaseLostError then."""
+kills the job if the lease is lost (or cannot be renewed before it runs out), the task failing
+with LeaseLostError then, and a spark-submit job's output kept only under a live lease."""
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
+from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, _LeaseKeeper
+from airflow_iqp.operators.window import merge_spec
 from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.spark.jobs.output import MARKER
+from airflow_iqp.streams.spec import FileStream
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from airflow.sdk import Context
+
+    from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 LOG = logging.getLogger(__name__)
 
@@ -130,3 +137,76 @@ def test_a_task_that_lost_its_lease_fails_with_lease_lost(url: str) -> None:
     assert task.killed.is_set()
     with session_scope(url) as s:
         assert dispatch.status(s, lease.request).lease is None  # released, or expired: not held
+
+
+def test_heartbeats_that_keep_failing_until_the_lease_runs_out_lose_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = grant_one(url, 1.0, datetime.now(UTC))
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "postgresql://iqp@127.0.0.1:1/ledger")  # nothing listens there
+    lost = threading.Event()
+    keeper = _LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
+    keeper.start()
+    assert lost.wait(10), "the job outlived a lease nobody could renew"
+    keeper.stop()
+    assert keeper.lost
+    assert datetime.now(UTC) >= lease.expires
+
+
+class _CommitsAnyway(DispatchedSparkSubmitOperator):
+    """A spark-submit application that commits its output whatever became of the lease."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(application="job.py", conn_id="iqp_spark", **kwargs)
+
+    def _submit(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+        output = Path(spec.output)
+        output.mkdir(parents=True)
+        (output / MARKER).write_text("{}")
+
+
+def test_a_spark_submit_job_that_committed_after_its_lease_went_leaves_no_output(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    lease = stale_lease(url)
+    task = _CommitsAnyway(task_id="merge")
+    task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
+    output = task.leased_output(tmp_path / "result")
+    assert output.name == f"result-f{lease.fence}"
+    declaration = declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(minutes=2),
+        deadline=timedelta(minutes=1),
+        streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
+        output="/results/{dag_id}/{window_start}",
+    )
+    spec = merge_spec(declaration, [str(tmp_path / "batch-0000-f1")], output)
+    with pytest.raises(LeaseLostError, match="nothing was committed"):
+        task.run_spark_job(cast("Context", {}), spec, tmp_path / "result.spec.json")
+    assert not output.exists()
+
+
+def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    lease = grant_one(url, 30.0, datetime.now(UTC))
+    task = _CommitsAnyway(task_id="merge")
+    task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
+    output = task.leased_output(tmp_path / "result")
+    declaration = declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(minutes=2),
+        deadline=timedelta(minutes=1),
+        streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
+        output="/results/{dag_id}/{window_start}",
+    )
+    task.run_spark_job(
+        cast("Context", {}),
+        merge_spec(declaration, [str(tmp_path / "batch-0000-f1")], output),
+        tmp_path / "result.spec.json",
+    )
+    assert (output / MARKER).is_file()

@@ -1,6 +1,6 @@
 """Static batches are cut by count on a real SQLite ledger: batch i freezes the untaken units
-among the window's first `upto` in arrival order, the last batch everything left once the input
-is final, and a retry keeps its first freeze."""
+among the window's first `upto` in arrival order, leaving those an earlier batch has yet to take,
+the last batch everything left once the input is final, and a retry keeps its first freeze."""
 
 from __future__ import annotations
 
@@ -122,23 +122,47 @@ def test_a_retry_keeps_the_first_freeze(declaration: Declaration, window: tuple[
     assert names(again) == names(first) == ["a.parquet", "b.parquet"]
 
 
+def test_a_later_batch_leaves_the_units_of_an_earlier_one_not_yet_frozen(
+    declaration: Declaration, window: tuple[str, int]
+) -> None:
+    """A past window's batches are all ready at once and may run in any order: the plan's sizes hold."""
+    url, window_id = window
+    files = [landed(f"{n}.parquet", n) for n in range(1, 6)]
+    assert names(freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))) == [
+        "3.parquet",
+        "4.parquet",
+        "5.parquet",
+    ]
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 121))) == ["1.parquet", "2.parquet"]
+
+
 def test_a_batch_whose_units_were_all_taken_is_skipped(declaration: Declaration, window: tuple[str, int]) -> None:
     url, window_id = window
     files = [landed("a.parquet", 1), landed("b.parquet", 2)]
-    assert names(freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))) == ["a.parquet", "b.parquet"]
-    with pytest.raises(AirflowSkipException, match="batch 0: the window's units up to 2 are all taken"):
-        freeze(url, batch(declaration, window_id, 0, 2), seen(files, 121))
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == ["a.parquet", "b.parquet"]
+    with pytest.raises(AirflowSkipException, match="batch 1: none of the window's 2 unit"):
+        freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))
 
 
 def test_a_skipped_batch_is_recorded_as_skipped(declaration: Declaration, window: tuple[str, int]) -> None:
     url, window_id = window
     files = [landed("a.parquet", 1), landed("b.parquet", 2)]
-    freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))
+    freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))
     with pytest.raises(AirflowSkipException):
-        freeze(url, batch(declaration, window_id, 0, 2), seen(files, 121))
+        freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))
     with session_scope(url) as s:
         statuses = [b.status for b in store.window_summary(s, window_id).batches]
-    assert statuses == [BatchStatus.SKIPPED, BatchStatus.PLANNED]
+    assert statuses == [BatchStatus.PLANNED, BatchStatus.SKIPPED]
+
+
+def test_fewer_units_than_planned_go_to_the_earlier_batch_whatever_the_order(
+    declaration: Declaration, window: tuple[str, int]
+) -> None:
+    url, window_id = window
+    files = [landed("a.parquet", 1)]
+    with pytest.raises(AirflowSkipException):
+        freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 121))) == ["a.parquet"]
 
 
 def test_an_empty_window_runs_its_last_batch_over_no_files(declaration: Declaration, window: tuple[str, int]) -> None:

@@ -4,15 +4,19 @@ no rate yet, the paper's static plan, dynamic slots) and what it hands to `parti
 from __future__ import annotations
 
 import json
+import os
+import re
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import ExecutionPath, Mode
-from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, plan_files
+from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, file_costs, plan_files
 from airflow_iqp.demand import window_demand
-from airflow_iqp.exceptions import InvalidSetting
+from airflow_iqp.exceptions import InputGone, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.planning.admission import admit
@@ -69,9 +73,32 @@ def declaration(tmp_path: Path, **overrides: Any) -> Declaration:
     return declare(**(arguments | overrides))
 
 
-def plan(decl: Declaration, start: datetime, run_id: str = "scheduled__w") -> list[dict[str, Any]]:
-    context = cast("Context", {"data_interval_start": start, "data_interval_end": start + WINDOW, "run_id": run_id})
+def plan(
+    decl: Declaration, start: datetime, run_id: str = "scheduled__w", run_type: DagRunType = DagRunType.SCHEDULED
+) -> list[dict[str, Any]]:
+    context = cast(
+        "Context",
+        {
+            "data_interval_start": start,
+            "data_interval_end": start + WINDOW,
+            "run_id": run_id,
+            "dag_run": SimpleNamespace(run_type=run_type),
+        },
+    )
     return PlanWindowOperator(task_id="plan", declaration=decl, spark_conn_id="iqp_spark").execute(context)
+
+
+def land(directory: Path, count: int, start: datetime) -> list[Path]:
+    """`count` files that landed one second apart from `start`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    for i in range(count):
+        path = directory / f"part-{i:03d}.parquet"
+        path.write_bytes(b"PAR1")
+        at = (start + timedelta(seconds=1 + i)).timestamp()
+        os.utime(path, (at, at))
+        files.append(path)
+    return files
 
 
 def recorded(url: str, decl: Declaration, start: datetime) -> store.WindowSummary:
@@ -93,6 +120,49 @@ def test_a_past_window_is_one_batch_now(tmp_path: Path, url: str) -> None:
     assert window.deadline == PAST + WINDOW + timedelta(seconds=30)
     assert window.plan["how"].startswith("historical")
     assert [b.index for b in window.batches] == [0]
+
+
+def test_a_backfill_of_a_dynamic_query_runs_batches_of_at_most_tau_max(tmp_path: Path, url: str) -> None:
+    tau_max = timedelta(seconds=7.1)
+    decl = declaration(tmp_path, mode=Mode.DYNAMIC, alpha=0.5, tau_max=tau_max)
+    per_batch = file_costs(decl.fitted_model(ExecutionPath.SPARK_SUBMIT), RATE.rows_per_file).max_tuples(7.1)
+    assert per_batch == 2  # the model's second file fits in tau_max, the third does not
+    land(tmp_path / "lineitem", 5, PAST)
+    batches = plan(decl, PAST, run_id="backfill__w", run_type=DagRunType.BACKFILL)
+    assert [(b["index"], b["upto"]) for b in batches] == [(0, 2), (1, 4), (2, None)]
+    window = recorded(url, decl, PAST)
+    assert window.backfill
+    assert window.plan["how"] == "backfill: 5 file(s) in 3 batches of at most 2 (tau_max)"
+
+
+def test_a_backfill_of_a_static_query_is_one_batch(tmp_path: Path, url: str) -> None:
+    land(tmp_path / "lineitem", 5, PAST)
+    [batch] = plan(declaration(tmp_path), PAST, run_type=DagRunType.BACKFILL)
+    assert batch["upto"] is None
+
+
+def test_a_backfill_of_a_window_whose_files_are_gone_fails_and_writes_nothing(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path)
+    land(tmp_path / "lineitem", 2, PAST + 10 * WINDOW)  # only later windows' files are kept
+    with pytest.raises(
+        InputGone, match=re.escape(f"window {PAST.isoformat()}..") + ".* of iqp_q6: no input file for it"
+    ):
+        plan(decl, PAST, run_type=DagRunType.BACKFILL)
+    with session_scope(url) as s:
+        assert store.window_id(s, decl.dag_id, PAST) is None
+
+
+def test_a_window_run_again_after_some_of_its_files_went_fails_naming_one(tmp_path: Path, url: str) -> None:
+    decl = declaration(tmp_path)
+    files = land(tmp_path / "lineitem", 3, PAST)
+    [batch] = plan(decl, PAST)
+    with session_scope(url) as s:
+        listed = InputSpec.from_dict(batch["input"]).look()
+        store.freeze_files(s, batch["window_id"], 0, {"lineitem": [f for u in listed.units for f in u.files]})
+    files[1].unlink()
+    with pytest.raises(InputGone, match=r"1 file\(s\) its last run read are no longer listed .*part-001"):
+        plan(decl, PAST, run_type=DagRunType.BACKFILL)
+    assert not recorded(url, decl, PAST).backfill  # the window was left as it was
 
 
 def test_learning_with_no_model_yet_runs_the_calibration(tmp_path: Path, url: str) -> None:
