@@ -49,6 +49,23 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
 
 
+def planning_margin(session: Session, declaration: Declaration, path: ExecutionPath) -> dict[str, float] | None:
+    """The relative margins `planning_model` adds per kind (what the safety costs: every
+    prediction is that much longer), or None when it adds none.
+    """
+    document = store.latest_cost_model(session, declaration.dag_id, path) if declaration.learns_cost else None
+    if document is None:
+        return None
+    learned = LearnedCost.from_dict(document)
+    if learned.source is not CostSource.REFIT:
+        return None
+    return {
+        "k": MARGIN_K,
+        "partial": learned.partial_spread.margin(k=MARGIN_K),
+        "merge": learned.merge_spread.margin(k=MARGIN_K),
+    }
+
+
 def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | None:
     """The rate to plan with: declared, else learned from the last windows (None: no history)."""
     if isinstance(declaration.rate, ArrivalRate):

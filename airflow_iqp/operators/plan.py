@@ -29,7 +29,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.costs import planning_model, planning_rate
+from airflow_iqp.costs import planning_margin, planning_model, planning_rate
 from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
 from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InputGone
@@ -233,6 +233,7 @@ class PlanWindowOperator(BaseOperator):
                 "expected_files": expected,
                 "merge_cost": merge,
                 "admission": admission,
+                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
             },
             batches=[
                 {
@@ -282,6 +283,7 @@ class PlanWindowOperator(BaseOperator):
                 "expected_files": batching.expected_files,
                 "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
                 "admission": admission,
+                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
             },
             batches=[],
             run_id=context["run_id"],
