@@ -23,6 +23,7 @@ lint: setup
 
 test: lint
 	bash scripts/ensure_postgres.sh
+	bash scripts/ensure_chromium.sh
 	$(UV) run --locked pytest
 
 bench: setup

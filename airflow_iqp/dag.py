@@ -15,7 +15,9 @@ the planned batches (static) or batch slots (mode="dynamic", with alpha and tau_
 `final_merge`, which publishes the result and emits the DAG's result Asset, then `late_files`,
 which records files that came for earlier windows after they merged (and re-merges them when
 asked). Every Spark job waits in the triggerer until the dispatcher, shared by all IQP DAGs,
-grants it the Spark resource ([iqp] policy and resources in the Airflow config).
+grants it the Spark resource ([iqp] policy and resources in the Airflow config). The DAG
+declares an Airflow Deadline Alert at each window's deadline (airflow_iqp.deadlines), calling
+`deadline_callback` (by default a warning in the triggerer's log) when a window misses it.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from urllib.parse import urlsplit
 from airflow.sdk import DAG, Asset
 
 from airflow_iqp.constants import Mode, OnCorrupt, OnLate
+from airflow_iqp.deadlines import window_deadline_alert
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.exceptions import InvalidDeclaration, InvalidSetting
 from airflow_iqp.operators.late import LateFilesOperator
@@ -40,6 +43,8 @@ from airflow_iqp.timetables.window import WindowTimetable
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from airflow.sdk.definitions.callback import Callback
 
     from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.spec import FileStream
@@ -81,6 +86,7 @@ def intermittent_query(
     spark_conn_id: str = "iqp_spark",
     retries: int = 1,
     retry_delay: timedelta = timedelta(seconds=5),
+    deadline_callback: Callback | None = None,
     **dag_kwargs: Any,
 ) -> DAG:
     """Build the DAG; a bad declaration raises InvalidDeclaration while the file is parsed.
@@ -125,6 +131,7 @@ def intermittent_query(
             f"Intermittent query **{declaration.name}** ({declaration.mode.value}): windows of {window}, "
             f"result due {deadline} after each, published to `{declaration.output.template}`."
         ),
+        deadline=window_deadline_alert(window, deadline, deadline_callback),
         **dag_kwargs,
     ) as dag:
         plan = PlanWindowOperator(task_id="plan", declaration=declaration, spark_conn_id=spark_conn_id)

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from airflow.sdk import DAG, Asset
+from airflow.sdk.definitions.deadline import DeadlineReference
+from airflow.serialization.serialized_objects import DagSerialization
 
 from airflow_iqp.dag import intermittent_query, result_asset
 from airflow_iqp.declaration import declare
@@ -178,3 +180,33 @@ def test_intermittent_query_names_the_dag_and_refuses_a_bad_output(tmp_path: Pat
     assert declaration_of(dag).dag_id == "revenue"
     with pytest.raises(InvalidDeclaration, match="must be an absolute path or a URI"):
         build("results/{window_start}")
+
+
+def test_each_window_has_an_airflow_deadline_alert_at_its_deadline(demo_env: Path) -> None:
+    dag = load(DAGS / "iqp_q6.py").dag
+    (alert,) = dag.deadline
+    # a scheduled run's logical date is its window's start; the result is due 45 s after the window ends
+    assert alert.reference == DeadlineReference.DAGRUN_LOGICAL_DATE
+    assert alert.interval == timedelta(minutes=2) + timedelta(seconds=45)
+    assert alert.callback.path == "airflow_iqp.deadlines.log_missed_window"
+    # as the DAG processor stores it for the scheduler
+    (stored,) = DagSerialization.to_dict(dag)["dag"]["deadline"]
+    assert stored["reference"] == {"reference_type": "DagRunLogicalDateDeadline"}
+    assert stored["interval"]["__data__"] == 165.0
+    assert stored["callback"]["__data__"]["path"] == "airflow_iqp.deadlines.log_missed_window"
+
+
+def test_a_dag_may_bring_its_own_deadline_callback(demo_env: Path) -> None:
+    source = (
+        (DAGS / "iqp_q6.py")
+        .read_text()
+        .replace(
+            'cost_model="q6",',
+            'cost_model="q6", deadline_callback=SyncCallback("my_alerts.page_oncall", kwargs={"team": "data"}),',
+        )
+    )
+    source = source.replace("from airflow_iqp import", "from airflow.sdk import SyncCallback\nfrom airflow_iqp import")
+    own = demo_env / "own_callback.py"
+    own.write_text(source)
+    (alert,) = load(own).dag.deadline
+    assert (alert.callback.path, alert.callback.kwargs) == ("my_alerts.page_oncall", {"team": "data"})

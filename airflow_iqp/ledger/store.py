@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import BatchReason, BatchStatus, Mode, WindowStatus
@@ -346,6 +346,17 @@ def record_result(session: Session, window_id: int, uri: str, rows: int, finishe
     )
     window.result_uri, window.actual_tuples = uri, rows
     session.flush()
+
+
+def record_forecast(session: Session, window_id: int, predicted_finish: datetime) -> None:
+    """Keep an open window's predicted finish current (airflow_iqp.ui.watch); a closed window
+    keeps the last one it had.
+    """
+    session.execute(
+        update(Window)
+        .where(Window.id == window_id, Window.status.not_in(CLOSED))
+        .values(predicted_finish=predicted_finish)
+    )
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,10 @@ The type of the Spark connection (`iqp_spark` by default) picks the execution pa
   job confirms its lease right before renaming its output into place, so a job that lost it
   commits nothing.
 
+After queueing, after releasing, and at every heartbeat, the task refreshes every open
+window's predicted finish (airflow_iqp.ui.watch) and logs the windows that turn at risk, so a
+job that overruns flags its window, and the windows queued behind it, before their deadlines.
+
 The policy, resource count and lease length are Airflow config, section [iqp] (airflow_iqp.settings).
 """
 
@@ -46,6 +50,7 @@ from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
+from airflow_iqp.ui import watch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -203,6 +208,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if request_id is None:
             return self.registration_refused(context)
+        keep_forecasts(settings, self.log)
         self.log.info(
             "%s %s of window %d queued as request %d (%s)",
             request.query,
@@ -236,7 +242,13 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
 
     def _run_leased(self, context: Context, lease: Lease, settings: DispatchSettings) -> Any:
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
-        keeper = _LeaseKeeper(lease, settings.lease_seconds / 4, on_lost=self.on_kill, log=self.log)
+        keeper = _LeaseKeeper(
+            lease,
+            settings.lease_seconds / 4,
+            on_lost=self.on_kill,
+            log=self.log,
+            on_beat=lambda: keep_forecasts(settings, self.log),
+        )
         keeper.start()
         self._keeper = keeper
         succeeded = False
@@ -261,6 +273,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
                     _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+            keep_forecasts(settings, self.log)
         if keeper.lost:
             raise LeaseLostError(
                 f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
@@ -283,15 +296,36 @@ def _register(session: Session, request: ResourceRequest, settings: DispatchSett
     )
 
 
-class _LeaseKeeper(threading.Thread):
-    """Heartbeats the lease; on loss, kills the job (another batch now owns the resource)."""
+def keep_forecasts(settings: DispatchSettings, log: watch.Log) -> None:
+    """Refresh every open window's predicted finish in the ledger; a failure is logged and the
+    job goes on (a forecast must never cost a job or its lease).
+    """
+    try:
+        with session_scope() as session:
+            watch.refresh(session, settings.policy, settings.resources, datetime.now(UTC), log)
+    except Exception:
+        log.exception("could not refresh the IQP windows' forecasts; the job goes on")
 
-    def __init__(self, lease: Lease, every: float, on_lost: Callable[[], None], log: Any) -> None:
+
+class _LeaseKeeper(threading.Thread):
+    """Heartbeats the lease, then calls `on_beat`; on loss, kills the job (another batch now
+    owns the resource).
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        every: float,
+        on_lost: Callable[[], None],
+        log: Any,
+        on_beat: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(name=f"iqp-lease-{lease.request}", daemon=True)
         self.lease = lease
         self.every = every
         self.on_lost = on_lost
         self.log = log
+        self.on_beat = on_beat
         self.lost = False
         self._stop_event = threading.Event()
 
@@ -316,6 +350,8 @@ class _LeaseKeeper(threading.Thread):
                 self.on_lost()
                 return
             self.lease = extended
+            if self.on_beat is not None:
+                self.on_beat()
 
     def confirm(self) -> None:
         """LeaseLostError unless the lease is still live; a job calls it right before committing."""

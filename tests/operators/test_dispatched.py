@@ -13,15 +13,23 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, WindowStatus
 from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, _LeaseKeeper
+from airflow_iqp.ledger.models import Window
+from airflow_iqp.operators.dispatched import (
+    DispatchedSparkSubmitOperator,
+    ResourceRequest,
+    _LeaseKeeper,
+    keep_forecasts,
+)
 from airflow_iqp.operators.window import merge_spec
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.ui import read, risk, views, watch
+from airflow_iqp.ui.models import Outcome
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -210,3 +218,112 @@ def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
         tmp_path / "result.spec.json",
     )
     assert (output / MARKER).is_file()
+
+
+# -- a batch slowed down: its window is flagged at risk before its deadline -----------------------
+
+MERGE_S = 3.0  # longer than a heartbeat (lease_seconds / 4), so the flag comes before the deadline
+
+
+class _SlowBatch(DispatchedSparkSubmitOperator):
+    """Batch 0 of a window, planned to take 1 s, slowed down to run until the test stops it."""
+
+    def __init__(self, *, window_id: int, deadline: datetime, **kwargs: Any) -> None:
+        super().__init__(application="job.py", **kwargs)
+        self.window_id = window_id
+        self.deadline = deadline
+        self.stop = threading.Event()
+
+    def resource_request(self, context: Context) -> ResourceRequest:
+        remaining = 1 + MERGE_S
+        return ResourceRequest(
+            self.window_id, "iqp_q6", JobKind.PARTIAL, 0, BatchReason.PLANNED, self.deadline, remaining
+        )
+
+    def run_granted(self, context: Context) -> str:
+        with session_scope() as s:
+            store.start_batch(s, self.window_id, 0)
+        assert self.stop.wait(30), "the test never stopped the slowed batch"
+        return "result"
+
+
+def slow_window(now: datetime, deadline: datetime) -> int:
+    """A closed-input window: one batch of 1 s released now, then a merge of MERGE_S s."""
+    with session_scope() as s:
+        store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+        return store.record_plan(
+            s,
+            "iqp_q6",
+            now - timedelta(seconds=20),
+            now - timedelta(seconds=1),
+            deadline,
+            10,
+            {"unit": "files", "merge_cost": MERGE_S},
+            [
+                {
+                    "index": 0,
+                    "first_tuple": 0,
+                    "last_tuple": 9,
+                    "release": now,
+                    "latest_start": now,
+                    "planned_start": now,
+                    "predicted_cost": 1.0,
+                }
+            ],
+            predicted_finish=now + timedelta(seconds=1 + MERGE_S),
+        )
+
+
+def test_a_slowed_batch_flags_its_window_at_risk_before_the_deadline(
+    url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AIRFLOW__IQP__LEASE_SECONDS", "5")  # a heartbeat, and a forecast, every 1.25 s
+    now = datetime.now(UTC)
+    deadline = now + timedelta(seconds=10)  # on time: the plan finishes at now + 4 s
+    window_id = slow_window(now, deadline)
+    task = _SlowBatch(window_id=window_id, deadline=deadline, task_id="partial_aggregate")
+    context = cast("Context", {})
+    runner = threading.Thread(target=task.queue_for_resource, args=(context, task.resource_request(context)))
+    runner.start()
+    flagged: tuple[datetime, datetime] | None = None
+    try:
+        while flagged is None and datetime.now(UTC) < deadline + timedelta(seconds=3):
+            with session_scope(url, read_only=True) as s:
+                predicted = s.get(Window, window_id).predicted_finish  # type: ignore[union-attr]
+            if predicted is not None and predicted > deadline:
+                flagged = datetime.now(UTC), predicted
+            threading.Event().wait(0.1)
+        # what the monitor shows meanwhile
+        with session_scope(url, read_only=True) as s:
+            live = watch.forecasts(s, Policy.EDF, 1, datetime.now(UTC))
+            q6 = read.query_of_dag(s, "iqp_q6")
+            assert q6 is not None
+            shown = read.window(s, q6, window_id)
+            assert shown is not None
+        summary = views.summarize(risk.applied(shown, live), datetime.now(UTC), None)
+    finally:
+        task.stop.set()
+        runner.join(30)
+    assert flagged is not None, "the window was never flagged at risk"
+    seen_at, predicted = flagged
+    assert seen_at < deadline, f"flagged at {seen_at}, after the deadline {deadline}"
+    assert predicted >= seen_at + timedelta(seconds=MERGE_S - 1.5)  # the overrunning batch ends now at the soonest
+    assert summary.outcome is Outcome.AT_RISK
+    said = capfd.readouterr()
+    assert f"IQP window {window_id} of iqp_q6 is at risk" in said.out + said.err
+    with session_scope(url, read_only=True) as s:
+        assert s.get(Window, window_id).status == WindowStatus.RUNNING  # type: ignore[union-attr]
+
+
+def test_a_forecast_that_fails_never_stops_the_job(
+    url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(*args: object) -> dict[int, datetime]:
+        raise RuntimeError("no forecast today")
+
+    monkeypatch.setattr(watch, "refresh", broken)
+    with caplog.at_level(logging.ERROR, logger=LOG.name):
+        keep_forecasts(DispatchSettings(Policy.EDF, 1, lease_seconds=5), LOG)
+    (record,) = caplog.records
+    assert record.getMessage() == "could not refresh the IQP windows' forecasts; the job goes on"
+    assert record.exc_info is not None

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,13 @@ def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
     _run(uv, "build", "--wheel", "--out-dir", str(tmp_path / "dist"), str(REPO))
     wheels = list((tmp_path / "dist").glob("airflow_iqp-*.whl"))
     assert len(wheels) == 1
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        names = wheel.namelist()
+        entry_points = next(wheel.read(n).decode() for n in names if n.endswith(".dist-info/entry_points.txt"))
+    # the monitor ships as its built bundle, never its React sources or node_modules, and as a plugin of its own
+    assert {"airflow_iqp/ui/static/iqp.umd.js", "airflow_iqp/ui/static/iqp.svg"} <= set(names)
+    assert not [n for n in names if n.startswith("airflow_iqp/ui/www/")]
+    assert "airflow_iqp_ui = airflow_iqp.plugins.ui:IqpUiPlugin" in entry_points
     pins = tmp_path / "pins.txt"
     _run(uv, "export", "--frozen", "--no-hashes", "--no-emit-project", "--all-extras", "-o", str(pins), cwd=REPO)
     venv = tmp_path / "venv"

@@ -1,0 +1,419 @@
+"""What the monitor reads from the ledger: plain rows, detached from the session.
+
+This is the one module of the UI that knows the ledger's tables, so a schema change is met
+here alone. Since migration 0004 the DAG is the ledger's unit: a query is found by its
+`dag_id`, and a window knows the run that planned it (`run_id`), its published result, whether
+it is incomplete and its late files. A run that has not planned yet (its tab opened before
+`plan` ran) finds its window by the start the window timetable wrote into its run id.
+Dispatcher requests are tied to their DAG through their window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import selectinload
+
+from airflow_iqp.constants import (
+    OPEN_REQUEST_STATES,
+    BatchStatus,
+    ExecutionPath,
+    JobKind,
+    Mode,
+    RequestState,
+    WindowStatus,
+)
+from airflow_iqp.ledger import history
+from airflow_iqp.ledger.models import Batch, CostObservation, DispatchRequest, Query, Resource, Window
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Iterable
+
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.learning.cost import Observation
+
+OPEN_WINDOWS = (WindowStatus.PLANNED, WindowStatus.RUNNING)
+# The window start in a run id of the window timetable: `..._window_<start>_<end>[_at_<trigger>]`.
+_RUN_WINDOW = re.compile(r"window_(?P<start>[^_]+)_")
+
+
+@dataclass(frozen=True)
+class QueryRow:
+    """A registered query and the DAG that runs it."""
+
+    id: int
+    dag_id: str
+    name: str
+    mode: Mode
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """One partial job of a window, planned and as it ran; `files` are the ones it froze."""
+
+    index: int
+    status: BatchStatus
+    first_tuple: int
+    last_tuple: int
+    release: datetime
+    latest_start: datetime
+    planned_start: datetime
+    predicted_cost: float
+    actual_start: datetime | None
+    actual_end: datetime | None
+    actual_tuples: int | None
+    actual_cost: float | None
+    attempts: int
+    slot: int | None
+    reason: str | None
+    files: dict[str, list[str]]
+
+
+@dataclass(frozen=True)
+class RankedEntry:
+    """One candidate of a grant's stored ranking: the request, and the key the policy ranked it by."""
+
+    request: int
+    key: float | None
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """A batch or merge asking the dispatcher for a resource. `query` is the name the
+    dispatcher ranks by (round robin's memory is kept per `query`).
+    """
+
+    id: int
+    window_id: int
+    dag_id: str
+    query: str
+    kind: JobKind
+    slot: int
+    reason: str
+    state: RequestState
+    deadline: datetime
+    remaining_cost: float
+    registered_at: datetime
+    granted_at: datetime | None
+    released_at: datetime | None
+    resource_id: int | None
+    ranking: tuple[RankedEntry, ...]
+
+
+@dataclass(frozen=True)
+class WindowRow:
+    """A window with its batches and its dispatcher requests, oldest request first."""
+
+    id: int
+    dag_id: str
+    run_id: str | None
+    window_start: datetime
+    window_end: datetime
+    deadline: datetime
+    expected_tuples: int
+    actual_tuples: int | None
+    plan: dict[str, Any]
+    predicted_finish: datetime | None
+    actual_finish: datetime | None
+    status: WindowStatus
+    deadline_met: bool | None
+    result: str | None
+    incomplete: bool
+    late_files: int
+    batches: tuple[BatchRow, ...]
+    requests: tuple[RequestRow, ...]
+    backfill: bool = False
+
+
+@dataclass(frozen=True)
+class ResourceRow:
+    """One unit of Spark capacity and the request holding its lease, if any."""
+
+    id: int
+    holder: int | None
+    lease_expires: datetime | None
+    fence: int
+
+
+@dataclass(frozen=True)
+class DispatcherRows:
+    """The dispatcher's state: resources, open requests, grants since a time (newest first),
+    the DAG of every request those grants ranked, and when each query was last served.
+    """
+
+    resources: tuple[ResourceRow, ...]
+    open: tuple[RequestRow, ...]
+    grants: tuple[RequestRow, ...]
+    ranked_dags: dict[int, str]
+    last_served: dict[str, datetime]
+
+
+def queries(session: Session) -> list[QueryRow]:
+    """Every registered query, by DAG id."""
+    return sorted((_query_row(q) for q in session.scalars(select(Query))), key=lambda q: q.dag_id)
+
+
+def query_of_dag(session: Session, dag_id: str) -> QueryRow | None:
+    """The query the DAG runs, if the ledger knows the DAG."""
+    found = session.scalar(select(Query).where(Query.dag_id == dag_id))
+    return None if found is None else _query_row(found)
+
+
+def windows(session: Session, query: QueryRow, limit: int, before: datetime | None = None) -> list[WindowRow]:
+    """The query's newest `limit` windows (starting before `before`, if given), newest first."""
+    statement = select(Window).where(Window.query_id == query.id)
+    if before is not None:
+        statement = statement.where(Window.window_start < before)
+    found = session.scalars(
+        statement.options(selectinload(Window.batches)).order_by(Window.window_start.desc()).limit(limit)
+    )
+    return _window_rows(session, found, {query.id: query.dag_id})
+
+
+def window(session: Session, query: QueryRow, window_id: int) -> WindowRow | None:
+    """The query's window `window_id`, if it is one of the query's."""
+    found = session.get(Window, window_id)
+    if found is None or found.query_id != query.id:
+        return None
+    return _window_rows(session, [found], {query.id: query.dag_id})[0]
+
+
+def window_of_run(session: Session, query: QueryRow, run_id: str) -> WindowRow | None:
+    """The window a DAG run processes: the one recorded with its run id, else the one whose
+    start the window timetable wrote into the run id.
+    """
+    statement = select(Window).where(Window.query_id == query.id)
+    found = session.scalar(statement.where(Window.run_id == run_id).order_by(Window.id.desc()).limit(1))
+    if found is None and (start := run_window_start(run_id)) is not None:
+        found = session.scalar(statement.where(Window.window_start == start))
+    return None if found is None else _window_rows(session, [found], {query.id: query.dag_id})[0]
+
+
+def run_window_start(run_id: str) -> datetime | None:
+    """The window start in a run id of the window timetable; None for any other run id."""
+    match = _RUN_WINDOW.search(run_id)
+    if match is None:
+        return None
+    try:
+        start = datetime.fromisoformat(match["start"])
+    except ValueError:
+        return None
+    return start if start.tzinfo is not None else None
+
+
+def watched_windows(session: Session, query_rows: Iterable[QueryRow], since: datetime) -> list[WindowRow]:
+    """Windows whose deadline is at or after `since`, and every window still open, of these queries."""
+    dags = {q.id: q.dag_id for q in query_rows}
+    found = session.scalars(
+        select(Window)
+        .where(
+            Window.query_id.in_(dags),
+            or_(Window.deadline >= since, Window.status.in_(OPEN_WINDOWS)),
+        )
+        .options(selectinload(Window.batches))
+        .order_by(Window.deadline.desc())
+    )
+    return _window_rows(session, found, dags)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A query's newest cost observations on the execution path it used last."""
+
+    path: ExecutionPath
+    observations: tuple[Observation, ...]
+
+
+def observations(session: Session, dag_id: str) -> Observed | None:
+    """The DAG's newest observations of each kind (as `learning.fit_cost` takes them) on the
+    path it used last; None before its first job or for a DAG the ledger does not know.
+    """
+    newest = session.scalar(
+        select(CostObservation.path)
+        .join(Query, Query.id == CostObservation.query_id)
+        .where(Query.dag_id == dag_id)
+        .order_by(CostObservation.observed_at.desc(), CostObservation.id.desc())
+        .limit(1)
+    )
+    if newest is None:
+        return None
+    path = ExecutionPath(newest)
+    return Observed(path, tuple(history.cost_observations(session, dag_id, path)))
+
+
+def dispatcher(session: Session, since: datetime) -> DispatcherRows:
+    """Resources, open requests and the grants made since `since`."""
+    resources = _resources(session)
+    open_requests = _request_rows(session, DispatchRequest.state.in_(OPEN_REQUEST_STATES))
+    grants = _request_rows(session, DispatchRequest.granted_at >= since)
+    grants.sort(key=lambda r: (r.granted_at, r.id), reverse=True)
+    named = {entry.request for grant in grants for entry in grant.ranking}
+    ranked_dags = _dags_of_requests(session, named)
+    queries_waiting = {r.query for r in open_requests if r.state == RequestState.WAITING}
+    served = session.execute(
+        select(DispatchRequest.query, func.max(DispatchRequest.granted_at))
+        .where(DispatchRequest.query.in_(queries_waiting))
+        .group_by(DispatchRequest.query)
+    )
+    last_served = {query: at for query, at in served if at is not None}
+    return DispatcherRows(resources, tuple(open_requests), tuple(grants), ranked_dags, last_served)
+
+
+@dataclass(frozen=True)
+class OpenWork:
+    """What forecasting needs, across every DAG: the open windows (earliest deadline first),
+    the resources, when each DAG last got one, and each DAG's newest cost observations.
+    """
+
+    windows: tuple[WindowRow, ...]
+    resources: tuple[ResourceRow, ...]
+    last_served: dict[str, datetime]
+    observed: dict[str, Observed | None]
+
+
+def open_work(session: Session) -> OpenWork:
+    """Every open window with its batches and requests, and what the dispatcher holds."""
+    dags = _dags(session)
+    found = list(
+        session.scalars(
+            select(Window)
+            .where(Window.status.in_(OPEN_WINDOWS))
+            .options(selectinload(Window.batches))
+            .order_by(Window.deadline, Window.id)
+        )
+    )
+    served = session.execute(
+        select(Window.query_id, func.max(DispatchRequest.granted_at))
+        .join(Window, Window.id == DispatchRequest.window_id)
+        .group_by(Window.query_id)
+    )
+    return OpenWork(
+        windows=tuple(_window_rows(session, found, dags)),
+        resources=_resources(session),
+        last_served={dags[query_id]: at for query_id, at in served if at is not None},
+        observed={dags[query_id]: observations(session, dags[query_id]) for query_id in {w.query_id for w in found}},
+    )
+
+
+def _resources(session: Session) -> tuple[ResourceRow, ...]:
+    return tuple(
+        ResourceRow(r.id, r.holder_id, r.lease_expires, r.fence)
+        for r in session.scalars(select(Resource).order_by(Resource.id))
+    )
+
+
+def _query_row(query: Query) -> QueryRow:
+    return QueryRow(
+        id=query.id,
+        dag_id=query.dag_id,
+        name=query.name,
+        mode=Mode(query.mode),
+        params=dict(query.params),
+    )
+
+
+def _dags(session: Session) -> dict[int, str]:
+    return {q.id: q.dag_id for q in queries(session)}
+
+
+def _window_rows(session: Session, found: Iterable[Window], dags: dict[int, str]) -> list[WindowRow]:
+    listed = list(found)
+    requests: dict[int, list[RequestRow]] = {w.id: [] for w in listed}
+    if listed:
+        for request in _request_rows(session, DispatchRequest.window_id.in_(requests), dags):
+            requests[request.window_id].append(request)
+    return [_window_row(w, dags[w.query_id], tuple(requests[w.id])) for w in listed]
+
+
+def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> WindowRow:
+    return WindowRow(
+        id=w.id,
+        dag_id=dag_id,
+        run_id=w.run_id,
+        window_start=w.window_start,
+        window_end=w.window_end,
+        deadline=w.deadline,
+        expected_tuples=w.expected_tuples,
+        actual_tuples=w.actual_tuples,
+        plan=dict(w.plan),
+        predicted_finish=w.predicted_finish,
+        actual_finish=w.actual_finish,
+        status=WindowStatus(w.status),
+        deadline_met=w.deadline_met,
+        result=w.result_uri or w.result_location,
+        incomplete=w.incomplete,
+        late_files=w.late_files,
+        batches=tuple(_batch_row(b) for b in w.batches),
+        requests=requests,
+        backfill=w.backfill,
+    )
+
+
+def _batch_row(b: Batch) -> BatchRow:
+    return BatchRow(
+        index=b.batch_index,
+        status=BatchStatus(b.status),
+        first_tuple=b.first_tuple,
+        last_tuple=b.last_tuple,
+        release=b.release,
+        latest_start=b.latest_start,
+        planned_start=b.planned_start,
+        predicted_cost=b.predicted_cost,
+        actual_start=b.actual_start,
+        actual_end=b.actual_end,
+        actual_tuples=b.actual_tuples,
+        actual_cost=b.actual_cost,
+        attempts=b.attempts,
+        slot=b.slot,
+        reason=b.reason,
+        files={stream: list(names) for stream, names in (b.files or {}).items()},
+    )
+
+
+def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = None) -> list[RequestRow]:
+    rows = session.execute(
+        select(DispatchRequest, Window.query_id)
+        .join(Window, Window.id == DispatchRequest.window_id)
+        .where(where)
+        .order_by(DispatchRequest.registered_at, DispatchRequest.id)
+    ).all()
+    if dags is None or any(query_id not in dags for _, query_id in rows):
+        dags = _dags(session)
+    return [
+        RequestRow(
+            id=r.id,
+            window_id=r.window_id,
+            dag_id=dags[query_id],
+            query=r.query,
+            kind=JobKind(r.kind),
+            slot=r.slot,
+            reason=r.reason,
+            state=RequestState(r.state),
+            deadline=r.deadline,
+            remaining_cost=r.remaining_cost,
+            registered_at=r.registered_at,
+            granted_at=r.granted_at,
+            released_at=r.released_at,
+            resource_id=r.resource_id,
+            ranking=tuple(RankedEntry(int(entry[0]), entry[2]) for entry in r.ranking or ()),
+        )
+        for r, query_id in rows
+    ]
+
+
+def _dags_of_requests(session: Session, ids: Collection[int]) -> dict[int, str]:
+    if not ids:
+        return {}
+    dags = _dags(session)
+    rows = session.execute(
+        select(DispatchRequest.id, Window.query_id)
+        .join(Window, Window.id == DispatchRequest.window_id)
+        .where(DispatchRequest.id.in_(ids))
+    )
+    return {request: dags[query_id] for request, query_id in rows}

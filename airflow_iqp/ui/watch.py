@@ -1,0 +1,79 @@
+"""Keeps every open window's predicted finish current in the ledger, and logs the windows that
+turn at risk (predicted to finish after their deadline) and the ones back on track.
+
+The tasks around the dispatcher run it (operators/dispatched.py): after a job queues, after
+it releases its resource, and at every heartbeat while it runs, so a job that overruns moves
+the forecast of its own window and of every window queued behind it while it still runs. The
+API computes the same forecasts for what it shows. The forecast itself is `ui.risk`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from airflow_iqp.ledger import store
+from airflow_iqp.ui import read, risk, views
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from sqlalchemy.orm import Session
+
+    from airflow_iqp.constants import Policy
+
+SIGNIFICANT_S = 1.0  # a forecast that moved less than this is not written again
+
+
+class Log(Protocol):
+    """Where forecasts are told: a `logging.Logger`, or an Airflow task's log."""
+
+    def info(self, msg: str, /, *args: object) -> object:
+        """Say something worth knowing."""
+
+    def warning(self, msg: str, /, *args: object) -> object:
+        """Say something that needs attention."""
+
+    def exception(self, msg: str, /, *args: object) -> object:
+        """Say what failed, with its traceback."""
+
+
+def forecasts(session: Session, policy: Policy, resources: int, now: datetime) -> dict[int, datetime]:
+    """The predicted finish of every open window that can be priced, by window id."""
+    return _forecast(read.open_work(session), policy, resources, now)
+
+
+def refresh(session: Session, policy: Policy, resources: int, now: datetime, log: Log) -> dict[int, datetime]:
+    """Write the open windows' forecasts to the ledger and log each window whose forecast
+    crossed its deadline either way; returns the forecasts.
+    """
+    work = read.open_work(session)
+    predicted = _forecast(work, policy, resources, now)
+    for w in work.windows:
+        new, old = predicted.get(w.id), w.predicted_finish
+        if new is None or (old is not None and abs((new - old).total_seconds()) < SIGNIFICANT_S):
+            continue
+        store.record_forecast(session, w.id, new)
+        late, was_late = new > w.deadline, old is not None and old > w.deadline
+        if late and not was_late:
+            log.warning(
+                "IQP window %d of %s is at risk: predicted to finish at %s, %.0f s after its deadline %s",
+                w.id,
+                w.dag_id,
+                new.isoformat(),
+                (new - w.deadline).total_seconds(),
+                w.deadline.isoformat(),
+            )
+        elif was_late and not late:
+            log.info(
+                "IQP window %d of %s is back on track: predicted to finish at %s, its deadline is %s",
+                w.id,
+                w.dag_id,
+                new.isoformat(),
+                w.deadline.isoformat(),
+            )
+    return predicted
+
+
+def _forecast(work: read.OpenWork, policy: Policy, resources: int, now: datetime) -> dict[int, datetime]:
+    models = {dag: views.learned_model(observed) for dag, observed in work.observed.items()}
+    return risk.forecasts(work.windows, work.resources, resources, models, policy, work.last_served, now)

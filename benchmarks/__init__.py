@@ -1,0 +1,1 @@
+"""Benchmarks: run as scripts (`python benchmarks/<name>.py`); `ssbench` holds shared machinery."""

@@ -1,0 +1,1 @@
+"""The machinery of `benchmarks/vs_structured_streaming.py`: replay, run, measure, check, report."""
