@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "airflow_iqp.commands.simulate",
     "airflow_iqp.commands.result",
     "airflow_iqp.commands.connect_server",
+    "airflow_iqp.commands.check",
 )
 
 

@@ -9,12 +9,20 @@ batch once the input is final, then the merge — two partial sizes and a merge,
 
 A declared rate is used as given; "learn" takes the rate of the DAG's last windows, and with no
 history yet the window runs as one batch once its input is final.
+
+A refit learned model is planned with a safety margin from its own residuals: every prediction
+times 1 + mean + MARGIN_K standard deviations of its relative residuals, per kind (pessimistic
+estimates as in Mayer et al.'s latency models, which bias the mean by a multiple of the
+spread). Jobs in the environment where they really run then overrun their plan rarely, at the
+price of more batches. A calibration's spread rests on two or three timings and means nothing
+yet, and a fitted file has none, so both are planned with as they are.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from airflow_iqp.constants import CostSource
 from airflow_iqp.declaration import ArrivalRate
 from airflow_iqp.learning import LearnedCost, NotEnoughObservations, fit_cost, learned_rate
 from airflow_iqp.ledger import store
@@ -25,15 +33,37 @@ if TYPE_CHECKING:
     from airflow_iqp.constants import ExecutionPath, JobKind
     from airflow_iqp.declaration import CostModel, Declaration
 
+MARGIN_K = 2.0  # standard deviations of the residuals a refit model's plans allow for
+
 
 def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
-    """The model to plan with on `path`: the fitted file's, the newest learned one, or None
-    (learning, and no model yet: calibrate).
+    """The model to plan with on `path`: the fitted file's, the newest learned one (with its
+    margin once refit), or None (learning, and no model yet: calibrate).
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
     document = store.latest_cost_model(session, declaration.dag_id, path)
-    return None if document is None else LearnedCost.from_dict(document)
+    if document is None:
+        return None
+    learned = LearnedCost.from_dict(document)
+    return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
+
+
+def planning_margin(session: Session, declaration: Declaration, path: ExecutionPath) -> dict[str, float] | None:
+    """The relative margins `planning_model` adds per kind (what the safety costs: every
+    prediction is that much longer), or None when it adds none.
+    """
+    document = store.latest_cost_model(session, declaration.dag_id, path) if declaration.learns_cost else None
+    if document is None:
+        return None
+    learned = LearnedCost.from_dict(document)
+    if learned.source is not CostSource.REFIT:
+        return None
+    return {
+        "k": MARGIN_K,
+        "partial": learned.partial_spread.margin(k=MARGIN_K),
+        "merge": learned.merge_spread.margin(k=MARGIN_K),
+    }
 
 
 def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | None:

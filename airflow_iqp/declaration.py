@@ -137,6 +137,16 @@ class WindowPlan:
         """Seconds from the window start until the merge ends."""
         return self.plan.finish + self.merge_seconds
 
+    @property
+    def merge_job(self) -> float:
+        """Seconds of the merge job: merge(1) plus what the plan's partials add."""
+        return self.merge_seconds + (self.plan.merge.cost if self.plan.merge else 0.0)
+
+    @property
+    def longest_job(self) -> float:
+        """The longest the window holds the shared resource at once: a batch or the merge."""
+        return max([*(b.cost for b in self.plan.batches), self.merge_job])
+
 
 def merge_costs(model: CostModel) -> tuple[float, PiecewiseLinearCost]:
     """The merge job that always runs (merge(1)), and what k partials add to it."""
@@ -176,12 +186,16 @@ def dynamic_batching(declaration: Declaration, rate: ArrivalRate, model: CostMod
     return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(tau_max))), files)
 
 
-def plan_files(declaration: Declaration, rate: ArrivalRate, model: CostModel, method: str = "greedy") -> WindowPlan:
+def plan_files(
+    declaration: Declaration, rate: ArrivalRate, model: CostModel, method: str = "greedy", blocking: float = 0.0
+) -> WindowPlan:
     """Plan one window, files evenly spaced at the rate.
 
     The planner assumes one batch needs no merge, but our partial output is never the final
     answer (AVG travels as sum and count), so a merge job always runs: plan against the
-    deadline less merge(1), with merge(k) - merge(1) for k batches.
+    deadline less merge(1), with merge(k) - merge(1) for k batches. `blocking` is the longest
+    job another query may hold the shared resource for (`planning.admission.blocking`): the
+    plan leaves room for it too.
     """
     files = rate.files_in(declaration.window)
     window_s = declaration.window.total_seconds()
@@ -190,7 +204,7 @@ def plan_files(declaration: Declaration, rate: ArrivalRate, model: CostModel, me
         total=files,
         arrival=ArrivalCurve.fixed_rate(0.0, (files - 1) / rate.files_per_second, files),
         window_end=window_s,
-        deadline=window_s + declaration.deadline.total_seconds() - always,
+        deadline=max(0.0, window_s + declaration.deadline.total_seconds() - always - blocking),
         cost=file_costs(model, rate.rows_per_file),
         agg_cost=extra_merge,
         method=method,

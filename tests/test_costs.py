@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, Mode
-from airflow_iqp.costs import observe, planning_model, planning_rate
+from airflow_iqp.costs import MARGIN_K, observe, planning_margin, planning_model, planning_rate
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
@@ -173,3 +173,37 @@ def test_a_declared_rate_is_used_as_given(tmp_path: Path, url: str) -> None:
     with session_scope(url) as s:
         merged_window(s, T0, files=60, rows=60_000)
         assert planning_rate(s, declaration(tmp_path, rate=declared)) == declared
+
+
+def test_a_refit_model_is_planned_with_its_margin_and_a_calibration_without(tmp_path: Path, url: str) -> None:
+    """Noisy timings: the plan's model is the stored one times 1 + mean + 2 std of its own
+    relative residuals, per kind, so it is slower than the fit everywhere; what it costs shows
+    as the ratio of the two.
+    """
+    learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        for rows, seconds in ((4300, 13.0), (43000, 31.0)):
+            observe(s, learning, PATH, JobKind.PARTIAL, rows, seconds)
+        observe(s, learning, PATH, JobKind.MERGE, 2, 9.0)
+        calibration = planning_model(s, learning, PATH)
+        stored = LearnedCost.from_dict(store.latest_cost_model(s, DAG_ID, PATH) or {})
+        assert stored.source is CostSource.CALIBRATION
+        assert calibration == stored  # two timings on a line: no spread to trust yet
+        assert planning_margin(s, learning, PATH) is None
+        for i, seconds in enumerate((14.0, 16.5, 12.0, 30.0, 35.0, 27.0)):
+            observe(s, learning, PATH, JobKind.PARTIAL, 4300 * (1 + 3 * (i % 3)), seconds)
+        for partials, seconds in ((2, 9.5), (3, 8.0), (4, 11.0)):
+            observe(s, learning, PATH, JobKind.MERGE, partials, seconds)
+        planned = planning_model(s, learning, PATH)
+        margin = planning_margin(s, learning, PATH)
+        fitted = LearnedCost.from_dict(store.latest_cost_model(s, DAG_ID, PATH) or {})
+    assert fitted.source is CostSource.REFIT
+    assert isinstance(planned, LearnedCost)
+    partial = 1 + fitted.partial_spread.margin(k=MARGIN_K)
+    merge = 1 + fitted.merge_spread.margin(k=MARGIN_K)
+    assert partial > 1
+    assert merge > 1
+    assert margin == {"k": MARGIN_K, "partial": pytest.approx(partial - 1), "merge": pytest.approx(merge - 1)}
+    for rows in (4300, 17200, 43000):
+        assert planned.partial.cost(rows) == pytest.approx(fitted.partial.cost(rows) * partial)
+    assert planned.merge.cost(3) == pytest.approx(fitted.merge.cost(3) * merge)

@@ -71,6 +71,23 @@ def test_good_declaration_plans_two_batches(cost_model: Path) -> None:
     assert planned.finish <= 20 + 30
 
 
+@pytest.mark.parametrize("blocking", [0.0, 2.5, 5.0, 10.0, 15.0])
+def test_a_plan_with_room_for_blocking_finishes_that_much_earlier_or_as_early_as_it_can(
+    cost_model: Path, blocking: float
+) -> None:
+    declaration = declare(**args(cost_model, deadline=timedelta(seconds=40)))
+    model = declaration.fitted_model(ExecutionPath.SPARK_SUBMIT)
+    planned = plan_files(declaration, RATE, model, blocking=blocking)
+    if planned.plan.feasible:
+        assert planned.finish + blocking <= 20 + 40
+    else:  # the earliest plan there is: the same as with any larger room
+        earliest = plan_files(declaration, RATE, model, blocking=60).plan
+        assert planned.plan.batches == earliest.batches
+    costs = [b.cost for b in planned.plan.batches]
+    assert planned.longest_job == max([*costs, planned.merge_job])
+    assert planned.merge_job == pytest.approx(planned.finish - planned.plan.batches[-1].end)
+
+
 def test_unknown_query_file_lists_the_known_ones(cost_model: Path) -> None:
     with pytest.raises(InvalidDeclaration, match=r"query: unknown query 'q66'.*packaged examples: q1, q3"):
         declare(**args(cost_model, query="q66"))

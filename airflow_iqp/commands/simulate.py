@@ -105,7 +105,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "--policies",
         type=columns_arg,
         default=protocol.COLUMNS,
-        help="comma-separated columns to run (default all: edf,llf,sjf,rr,edf-trad,llf-trad)",
+        help="comma-separated columns to run (default all: edf,llf,sjf,rr,edf-trad,llf-trad,edf-idle,llf-idle)",
     )
     p.add_argument("--png", type=Path, help="also draw the table: deadlines met and cost per delta and policy")
     p.set_defaults(func=run)

@@ -6,7 +6,7 @@ No Airflow or Spark import: the simulator and the live dispatcher share it.
 
 from __future__ import annotations
 
-from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, Upcoming, best_first, inserted_idle
 from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job, ready_since
 from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
 from airflow_iqp.dynamic.laxity import laxity, remaining_cost, work_left
@@ -15,13 +15,16 @@ from airflow_iqp.dynamic.state import QueryState
 
 __all__ = [
     "Candidate",
+    "IdleTime",
     "Job",
     "QueryState",
+    "Upcoming",
     "batch_reason",
     "best_first",
     "check_policy",
     "estimate_total",
     "expected_time_of",
+    "inserted_idle",
     "laxity",
     "next_ready_time",
     "rank",

@@ -3,7 +3,12 @@
 This is the one ordering of waiting jobs: the live dispatcher (ledger/dispatch.py) builds its
 candidates from the requests in the ledger, the simulator (simulation/queue.py) from its query
 states, and both serve `best_first(...)[0]`, so `iqp simulate --policies rr` predicts what
-`[iqp] policy = rr` runs, ties included.
+`[iqp] policy = rr` runs, ties included (and the `edf-idle`, `llf-idle` columns what EDF and
+LLF run on one resource).
+
+`inserted_idle` is the one exception to serving the best job at once: a non-idling scheduler
+grants a long job of a later deadline moments before a job of an earlier deadline is released,
+which then waits behind it (Section 4.3); with idling, the resource stays free for it instead.
 
 A backfilled window's job never goes ahead of a live one: its deadline is long past, so under
 EDF or LLF it would take the resource from every live query. Backfill jobs are served after all
@@ -54,3 +59,58 @@ def best_first(policy: str, candidates: Sequence[Candidate], now: float) -> list
     """`candidates` in the order `policy` serves them at `now`; ValueError for an unknown policy."""
     chosen = check_policy(policy)
     return sorted(candidates, key=lambda c: c.key(chosen, now))
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """A job that is not ready yet but will ask for the resource at `release`."""
+
+    query: str
+    release: float
+    deadline: float
+    remaining: float  # seconds its window needs from `release` on: this job, the rest, the merge
+
+
+@dataclass(frozen=True)
+class IdleTime:
+    """The resource kept free: `passed_over` would have run `duration` seconds, and
+    `waits_for`, released before that ends, would then have missed its earlier deadline.
+    """
+
+    passed_over: Candidate
+    duration: float
+    waits_for: Upcoming
+
+    @property
+    def until(self) -> float:
+        """When the job waited for is released."""
+        return self.waits_for.release
+
+    @property
+    def reason(self) -> str:
+        """Why the resource was left idle, in words for the log and the ledger."""
+        c, u = self.passed_over, self.waits_for
+        return (
+            f"idle until {u.query} is released at {u.release:.3f}: behind {c.query}'s {self.duration:.1f} s job it "
+            f"would miss its deadline {u.deadline:.3f}, and {c.query} (deadline {c.deadline:.3f}) can go after it"
+        )
+
+
+def inserted_idle(candidate: Candidate, duration: float, upcoming: Sequence[Upcoming], now: float) -> IdleTime | None:
+    """Whether to keep the resource free instead of granting `candidate`'s job of `duration`
+    seconds (inserted idle time, the blocking of the paper's Section 4.3): a job of another
+    query with an earlier deadline is released before that job would end, would miss its
+    deadline behind it, would meet it if served at its release, and `candidate` has the laxity
+    to run all its remaining work after that job's. An unpriced candidate (NaN) never waits.
+    """
+    laxity = candidate.deadline - now - candidate.remaining
+    for job in sorted(upcoming, key=lambda u: (u.deadline, u.release, u.query)):
+        if job.query == candidate.query or job.deadline >= candidate.deadline:
+            continue
+        if not now < job.release < now + duration:
+            continue
+        misses_behind = now + duration + job.remaining > job.deadline
+        meets_first = job.release + job.remaining <= job.deadline
+        if misses_behind and meets_first and laxity >= job.release - now + job.remaining:
+            return IdleTime(candidate, duration, job)
+    return None

@@ -9,10 +9,16 @@ from `waiting`; a lost race rolls back to a savepoint and grants nothing twice.
 Leases expire unless their holder heartbeats, so a dead worker's resource comes back. The
 grant can run in any task (after it registers, after it releases); triggers call only the
 read-only `would_grant` to learn whether their task should come back and dispatch.
+
+Under EDF and LLF on one resource a grant may insert idle time (`dynamic.dispatch.inserted_idle`):
+a request whose job would make a static batch of an earlier deadline, about to be released,
+miss that deadline is passed over while it has the laxity to go after it; the grant records why
+on the request (`held`) and in the log, and `would_grant` answers the same.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -24,15 +30,19 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind, Policy, RequestState
-from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, best_first, inserted_idle
 from airflow_iqp.dynamic.policies import check_policy
 from airflow_iqp.exceptions import LedgerLookupError
+from airflow_iqp.ledger import idle
 from airflow_iqp.ledger.models import DispatchRequest, Resource, Window
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
     from sqlalchemy import Executable
     from sqlalchemy.orm import Session
+
+log = logging.getLogger(__name__)
+IDLING_POLICIES = (Policy.EDF, Policy.LLF)  # the deadline policies; one resource, as the paper's
 
 
 class Lost(Enum):
@@ -119,7 +129,14 @@ def grant(session: Session, *, policy: str, resources: int, now: datetime) -> li
     """Hand every free (or expired) resource to the best waiting request; returns the grants."""
     chosen = check_policy(policy)
     _ensure_resources(session, resources)
-    free, ranked = _choices(session, chosen, resources, now)
+    free, ranked, held = _choices(session, chosen, resources, now)
+    for hold in held:
+        log.info("request %d held back: %s", hold.passed_over.request, hold.reason)
+        session.execute(
+            update(DispatchRequest)
+            .where(DispatchRequest.id == hold.passed_over.request, DispatchRequest.state == RequestState.WAITING)
+            .values(held=hold.reason)
+        )
     leases: list[Lease] = []
     for resource in free:
         while ranked:
@@ -138,7 +155,7 @@ def would_grant(session: Session, *, policy: str, resources: int, now: datetime)
     """Read-only: the requests `grant` would serve now, best first."""
     chosen = check_policy(policy)
     _check_resources(resources)
-    free, ranked = _choices(session, chosen, resources, now, missing_are_free=True)
+    free, ranked, _ = _choices(session, chosen, resources, now, missing_are_free=True)
     return [c.request for c in ranked[: len(free)]]
 
 
@@ -237,8 +254,10 @@ def _check_resources(resources: int) -> None:
 
 def _choices(
     session: Session, policy: Policy, resources: int, now: datetime, missing_are_free: bool = False
-) -> tuple[list[_Free], list[Candidate]]:
-    """The resources that may be granted, and the waiting requests best first."""
+) -> tuple[list[_Free], list[Candidate], list[IdleTime]]:
+    """The resources that may be granted, the waiting requests best first that may have one,
+    and why the others are held back (inserted idle time).
+    """
     rows = [
         _Free(*row)
         for row in session.execute(
@@ -251,7 +270,7 @@ def _choices(
         known = set(session.scalars(select(Resource.id).where(Resource.id < resources)))
         rows += [_Free(i, None, 0) for i in range(resources) if i not in known]
     if not rows:
-        return [], []
+        return [], [], []
     waiting = session.execute(
         select(
             DispatchRequest.id,
@@ -278,7 +297,26 @@ def _choices(
         )
         for r in waiting
     ]
-    return rows, best_first(policy, candidates, now.timestamp())
+    ranked = best_first(policy, candidates, now.timestamp())
+    if policy not in IDLING_POLICIES or resources != 1 or not ranked:
+        return rows, ranked, []
+    held = _held(session, ranked, now)
+    return rows, [c for c in ranked if c.request not in {h.passed_over.request for h in held}], held
+
+
+def _held(session: Session, ranked: list[Candidate], now: datetime) -> list[IdleTime]:
+    """The requests, best first, that would make an earlier deadline about to be released miss:
+    each is held until one is not (which gets the resource) or all are (it stays idle).
+    """
+    seconds = idle.job_seconds(session, [c.request for c in ranked])
+    soon = idle.upcoming(session, now, max(seconds.values(), default=0.0))
+    held = []
+    for candidate in ranked:
+        hold = inserted_idle(candidate, seconds.get(candidate.request, 0.0), soon, now.timestamp())
+        if hold is None:
+            break
+        held.append(hold)
+    return held
 
 
 def _take(

@@ -351,3 +351,4 @@ class DispatchRequest(Base):
     resource_id: Mapped[int | None] = mapped_column(Integer)
     fence: Mapped[int | None] = mapped_column(BigInteger)
     ranking: Mapped[list[Any] | None]  # at the grant: every candidate, best first, with its key
+    held: Mapped[str | None] = mapped_column(Text)  # why a grant last kept the resource idle instead

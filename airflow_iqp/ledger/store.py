@@ -35,6 +35,7 @@ from airflow_iqp.ledger.history import (
     window_inputs,
 )
 from airflow_iqp.ledger.models import Batch, Query, Result, Window, utcnow
+from airflow_iqp.planning.admission import RecurringQuery
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -101,6 +102,42 @@ def register_query(
     query.params = dict(params)
     session.flush()
     return query.id
+
+
+def record_demand(session: Session, demand: RecurringQuery) -> None:
+    """What the DAG's newest plan asks of the shared resource per window (`demand.window_demand`):
+    other queries plan with room for its longest job, and admission tests them all.
+    """
+    query = session.scalars(select(Query).where(Query.dag_id == demand.name)).one()
+    query.params = {
+        **query.params,
+        "work_s": demand.work,
+        "final_work_s": demand.final_work,
+        "longest_job_s": demand.longest_job,
+    }
+    session.flush()
+
+
+def demands(session: Session) -> list[RecurringQuery]:
+    """Every registered DAG's demand, as its newest plan priced it (DAGs not yet planned with a
+    cost model are left out).
+    """
+    keys = ("window_s", "deadline_s", "work_s", "final_work_s", "longest_job_s")
+    found = []
+    for query in session.scalars(select(Query).order_by(Query.dag_id)):
+        p = query.params
+        if all(isinstance(p.get(key), int | float) for key in keys):
+            found.append(
+                RecurringQuery(
+                    name=query.dag_id,
+                    period=p["window_s"],
+                    deadline=p["window_s"] + p["deadline_s"],
+                    work=p["work_s"],
+                    longest_job=p["longest_job_s"],
+                    final_work=p["final_work_s"],
+                )
+            )
+    return found
 
 
 def record_plan(

@@ -9,7 +9,11 @@ Which plan a window gets:
   batches of at most tau_max of work, so that no such job holds the shared resource longer;
 - no rate to plan with yet (rate="learn", no history): one batch once the input is final;
 - otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
-  MinBatch and dynamic slots.
+  MinBatch and dynamic slots. A static plan leaves room before its deadline for the longest job
+  another registered query may hold the shared resource for (the non-preemptive blocking term);
+  every plan records its demand (work per window, work after the close, longest job) in the
+  ledger, and admission tests every registered query's together: a deadline that cannot hold
+  is logged as a warning and kept in the window's plan (`admission`).
 Static batches are cut by count: batch i takes the untaken units among the window's first
 `upto` (in arrival order); the last batch takes everything left once the input is final.
 """
@@ -25,12 +29,14 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.costs import planning_model, planning_rate
+from airflow_iqp.costs import planning_margin, planning_model, planning_rate
 from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
+from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
+from airflow_iqp.planning.admission import admit, blocking
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.window_input import InputSpec
 
@@ -39,6 +45,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
+    from airflow_iqp.planning.admission import RecurringQuery
     from airflow_iqp.streams.assign import WindowSelection
 
 
@@ -74,6 +81,7 @@ class PlanWindowOperator(BaseOperator):
             self.register(session)
             model = planning_model(session, decl, path)
             rate = planning_rate(session, decl)
+            admission = None
             backfill = context["dag_run"].run_type == DagRunType.BACKFILL
             if backfill or datetime.now(UTC) >= final_at:
                 how, batches = self.historical(session, window_input, model, rate, backfill)
@@ -84,8 +92,8 @@ class PlanWindowOperator(BaseOperator):
             elif decl.mode is Mode.DYNAMIC:
                 return self.open_slots(session, context, window_input, rate, model)
             else:
-                how, batches = self.planned(rate, model)
-            window_id = self.record(session, context, batches, how, rate, model, backfill)
+                how, batches, admission = self.planned(session, rate, model)
+            window_id = self.record(session, context, batches, how, rate, model, backfill, admission)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
             {
@@ -138,9 +146,14 @@ class PlanWindowOperator(BaseOperator):
         end = window.total_seconds()
         return [PlannedBatch(index, None, end, end, 0.0)]
 
-    def planned(self, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch]]:
-        """The paper's static plan at `rate`, in units of the window."""
-        planned = plan_files(self.declaration, rate, model)
+    def planned(self, session: Session, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch], str]:
+        """The paper's static plan at `rate`, in units of the window, leaving room for the longest
+        job another registered query may hold the shared resource for; and admission's verdict.
+        """
+        others = {q.name: q.longest_job for q in store.demands(session)}
+        room, blocker = blocking(self.declaration.dag_id, others)
+        planned = plan_files(self.declaration, rate, model, blocking=room)
+        admission = self.admit(session, window_demand(self.declaration, rate, model, room))
         plan = planned.plan
         if not plan.feasible:
             self.log.warning("%s; running the earliest feasible plan", plan.reason)
@@ -149,7 +162,27 @@ class PlanWindowOperator(BaseOperator):
             PlannedBatch(i, None if i == last else b.last, b.release, b.start, b.cost)
             for i, b in enumerate(plan.batches)
         ]
-        return f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows", batches
+        how = f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows"
+        if blocker is not None:
+            how += f", {room:.1f} s left for {blocker}'s longest job"
+        return how, batches, admission
+
+    def admit(self, session: Session, demand: RecurringQuery) -> str:
+        """Record the query's demand and test every registered query's together (admission):
+        a deadline that cannot hold is logged as a warning, naming the query and the shortfall.
+        """
+        store.record_demand(session, demand)
+        queries = store.demands(session)
+        verdict = admit(queries)
+        miss = verdict.first_miss
+        if miss is None:
+            return f"feasible: {len(queries)} queries, utilization {verdict.utilization:.2f}"
+        text = (
+            f"{miss.name} misses a deadline by {-miss.slack:.1f} s (+{miss.at:g} s"
+            f"{' after close' if miss.final else ''}) with {len(queries)} queries sharing the resource"
+        )
+        self.log.warning("admission: %s", text)
+        return text
 
     def register(self, session: Session) -> None:
         """The query's row in the ledger, kept up to date with the declaration."""
@@ -176,6 +209,7 @@ class PlanWindowOperator(BaseOperator):
         rate: ArrivalRate | None,
         model: CostModel | None,
         backfill: bool,
+        admission: str | None,
     ) -> int:
         """The window and its static batches in the ledger; returns the window id."""
         decl = self.declaration
@@ -198,6 +232,8 @@ class PlanWindowOperator(BaseOperator):
                 "rows_per_file": None if rate is None else rate.rows_per_file,
                 "expected_files": expected,
                 "merge_cost": merge,
+                "admission": admission,
+                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
             },
             batches=[
                 {
@@ -223,6 +259,7 @@ class PlanWindowOperator(BaseOperator):
         decl = self.declaration
         start, end = run_window(context)
         batching = dynamic_batching(decl, rate, model)
+        admission = self.admit(session, window_demand(decl, rate, model))
         always, extra_merge = merge_costs(model)
         window_id = store.record_plan(
             session,
@@ -245,6 +282,8 @@ class PlanWindowOperator(BaseOperator):
                 "slots": batching.slots,
                 "expected_files": batching.expected_files,
                 "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
+                "admission": admission,
+                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
             },
             batches=[],
             run_id=context["run_id"],

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import JobKind
-from airflow_iqp.dynamic import QueryState, check_policy, next_ready_time, ready_job
+from airflow_iqp.dynamic import QueryState, check_policy, inserted_idle, next_ready_time, ready_job
 from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.simulation.queue import Waiter, pick
+from airflow_iqp.simulation.queue import Waiter, pick, upcoming
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
@@ -88,6 +88,17 @@ class LogEntry:
 
 
 @dataclass(frozen=True)
+class IdleEntry:
+    """The resource left idle from `start` to `end` although a job was ready, and why."""
+
+    start: float
+    end: float
+    passed_over: str  # the query whose ready job was held back
+    waits_for: str  # the query with the earlier deadline it was kept free for
+    reason: str
+
+
+@dataclass(frozen=True)
 class Outcome:
     """How one query's window ended."""
 
@@ -104,11 +115,14 @@ class Outcome:
 
 @dataclass
 class SimResult:
-    """Every query's outcome and every job, in the order they ran."""
+    """Every query's outcome and every job, in the order they ran (and, with inserted idle
+    time, every stretch the resource was kept free while a job was ready).
+    """
 
     outcomes: dict[str, Outcome]
     log: list[LogEntry]
     single_batch_cost: float  # sum of cost(N) over the queries: the normalizer
+    idles: list[IdleEntry] = field(default_factory=list)
     met_count: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -146,15 +160,45 @@ def _check(queries: Sequence[SimQuery], alpha: float, tau_max: float) -> None:
             )
 
 
+def _grant(
+    waiters: list[Waiter], ready: list[Waiter], jobs: dict[int, Job], now: float, min_batch: bool
+) -> Waiter | IdleEntry:
+    """With inserted idle time: the best ready query whose job holds no earlier deadline up
+    (`dynamic.inserted_idle`), or, if every one would, the idle stretch until the next release.
+    """
+    future = [u for w in waiters if w.request not in jobs and (u := upcoming(w, now, min_batch)) is not None]
+    held = None
+    for w in ready:
+        held = inserted_idle(w.candidate(now, min_batch), jobs[w.request].cost, future, now)
+        if held is None:
+            return w
+    if held is None:  # nothing was ready: the caller never asks then
+        raise RuntimeError(f"no ready job to grant at {now}")
+    # Until the first release, the job waited for's at the latest.
+    releases = (next_ready_time(w.state, now, min_batch) for w in waiters if w.request not in jobs)
+    until = min((t for t in releases if t > now), default=held.until)
+    return IdleEntry(now, until, held.passed_over.query, held.waits_for.query, held.reason)
+
+
 def simulate(
-    queries: Sequence[SimQuery], *, policy: str, alpha: float, tau_max: float, min_batch: bool = True
+    queries: Sequence[SimQuery],
+    *,
+    policy: str,
+    alpha: float,
+    tau_max: float,
+    min_batch: bool = True,
+    idle: bool = False,
 ) -> SimResult:
-    """Run every query's window to its final merge; `min_batch=False` is the traditional baseline."""
+    """Run every query's window to its final merge; `min_batch=False` is the traditional
+    baseline, `idle=True` lets the resource wait for a job of an earlier deadline about to be
+    released rather than start a job it would miss its deadline behind (inserted idle time).
+    """
     chosen_policy = check_policy(policy)
     _check(queries, alpha, tau_max)
     states = [q.state(alpha, tau_max) for q in queries]
     waiters = [Waiter(s, i, s.submit_at) for i, s in enumerate(states)]
     log: list[LogEntry] = []
+    idles: list[IdleEntry] = []
     finish: dict[str, float] = {}
     now = min(w.since for w in waiters)
     while len(finish) < len(waiters):
@@ -170,7 +214,12 @@ def simulate(
                 raise RuntimeError(f"simulation stalled at {now}: next event at {later}")
             now = later
             continue
-        first = pick(chosen_policy, [w for w in waiters if w.request in jobs], now, min_batch)[0]
+        ranked = pick(chosen_policy, [w for w in waiters if w.request in jobs], now, min_batch)
+        first = _grant(waiters, ranked, jobs, now, min_batch) if idle else ranked[0]
+        if isinstance(first, IdleEntry):
+            idles.append(first)
+            now = first.end
+            continue
         job, state = jobs[first.request], first.state
         end = now + job.cost
         log.append(LogEntry(job.query, job.kind, job.size, now, end))
@@ -188,4 +237,5 @@ def simulate(
         outcomes={s.name: Outcome(finish[s.name], s.deadline, s.batches, s.spent) for s in states},
         log=log,
         single_batch_cost=sum(q.cost.cost(q.tuples) for q in queries),
+        idles=idles,
     )

@@ -7,7 +7,10 @@
 * Deadlines are staggered: in an order (single-batch cost ascending, or a seeded permutation),
   D_i = D_(i-1) + delta * cost(N_i) from D_0 = we, for delta in 1.0 .. 0.1.
 * Columns: EDF, LLF, SJF and RR with MinBatch; edf-trad and llf-trad are the traditional
-  baselines without MinBatch, where each pick processes all the tuples that have arrived.
+  baselines without MinBatch, where each pick processes all the tuples that have arrived;
+  edf-idle and llf-idle are EDF and LLF with MinBatch and inserted idle time (the resource
+  waits for a job of an earlier deadline about to be released that would miss behind the job
+  it would otherwise start). All but these two never idle while a job is ready.
 * Cells: deadlines met, and the total cost over the sum of single-batch costs.
 """
 
@@ -44,11 +47,14 @@ ORDERS = ("cost", "random")
 
 @dataclass(frozen=True)
 class Column:
-    """One column of the table: a policy, with MinBatch or as the traditional baseline."""
+    """One column of the table: a policy, with MinBatch or as the traditional baseline, idling
+    or not.
+    """
 
     name: str
     policy: Policy
     min_batch: bool
+    idle: bool = False
 
 
 COLUMNS = (
@@ -58,6 +64,8 @@ COLUMNS = (
     Column("rr", Policy.RR, True),
     Column("edf-trad", Policy.EDF, False),
     Column("llf-trad", Policy.LLF, False),
+    Column("edf-idle", Policy.EDF, True, idle=True),
+    Column("llf-idle", Policy.LLF, True, idle=True),
 )
 
 
@@ -198,7 +206,14 @@ class Experiment:
         for delta in deltas:
             queries = self.workload(delta)
             rows[delta] = [
-                simulate(queries, policy=c.policy, alpha=self.alpha, tau_max=self.tau_max, min_batch=c.min_batch)
+                simulate(
+                    queries,
+                    policy=c.policy,
+                    alpha=self.alpha,
+                    tau_max=self.tau_max,
+                    min_batch=c.min_batch,
+                    idle=c.idle,
+                )
                 for c in columns
             ]
         return Table(tuple(columns), rows, len(self.queries), self.alpha)

@@ -12,7 +12,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import Policy
-from airflow_iqp.dynamic import Candidate, QueryState, best_first, ready_since, remaining_cost
+from airflow_iqp.dynamic import (
+    Candidate,
+    QueryState,
+    Upcoming,
+    best_first,
+    next_ready_time,
+    ready_since,
+    remaining_cost,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -71,3 +79,15 @@ def pick(policy: Policy, ready: Sequence[Waiter], now: float, min_batch: bool) -
     priced = policy in (Policy.LLF, Policy.SJF)
     ranked = best_first(policy, [w.candidate(now, min_batch, priced) for w in ready], now)
     return [by_request[c.request] for c in ranked]
+
+
+def upcoming(waiter: Waiter, now: float, min_batch: bool) -> Upcoming | None:
+    """The job a query with nothing ready at `now` will ask for next: when, for which deadline
+    and how much work its window then needs; None if it never will.
+    """
+    state = waiter.state
+    release = next_ready_time(state, now, min_batch)
+    if not now < release < math.inf:
+        return None
+    batch = state.min_batch(release) if min_batch and not state.all_processed else None
+    return Upcoming(state.name, release, state.deadline, remaining_cost(state, release, batch))

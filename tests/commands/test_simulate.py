@@ -44,7 +44,7 @@ def test_a_workload_prints_the_table_and_draws_the_png(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     rows = [line.split() for line in out.splitlines() if line.strip().startswith(("1.0", "0.1"))]
     assert len(rows) == 2
-    assert all(len(row) == 13 for row in rows)
+    assert all(len(row) == 1 + 2 * 8 for row in rows)  # delta, then met and cost for each of 8 columns
     assert rows[0][1] == "2/2"
     assert f"wrote {png}" in out
     data = png.read_bytes()

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_iqp.constants import Policy
-from airflow_iqp.dynamic import Candidate, best_first
+from airflow_iqp.dynamic import Candidate, Upcoming, best_first, inserted_idle
 
 
 def candidate(request: int, deadline: float, remaining: float, registered: float, last_served: float) -> Candidate:
@@ -66,6 +66,47 @@ def test_the_order_is_total_and_does_not_depend_on_the_input_order(
 def test_an_unknown_policy_is_refused() -> None:
     with pytest.raises(ValueError, match="policy must be one of"):
         best_first("fifo", QUEUE, 0.0)
+
+
+# The demo's collision at now = 119.2: q14's 29 s job ready, q6's job (20 s of work left, its
+# deadline 165) released at 119.5.
+Q14 = Candidate(2, "q14", 270.0, 30.0, 119.2, -math.inf)
+Q6 = Upcoming("q6", 119.5, 165.0, 20.0)
+
+
+def test_the_resource_waits_for_an_earlier_deadline_that_would_miss_behind_a_long_job() -> None:
+    held = inserted_idle(Q14, 29.0, [Q6], 119.2)
+    assert held is not None
+    assert (held.passed_over, held.waits_for, held.until) == (Q14, Q6, 119.5)
+    assert "q6 is released at 119.500" in held.reason
+    assert "behind q14's 29.0 s job" in held.reason
+
+
+@pytest.mark.parametrize(
+    ("candidate", "duration", "job", "why"),
+    [
+        (Q14, 29.0, Upcoming("q6", 119.5, 175.0, 20.0), "meets its deadline even behind the job"),
+        (Q14, 0.2, Q6, "the job ends before the release"),
+        (Q14, 29.0, Upcoming("q6", 148.3, 165.0, 20.0), "released after the job ends"),
+        (Q14, 29.0, Upcoming("q6", 119.2, 165.0, 20.0), "already released: it is ready, not upcoming"),
+        (Q14, 29.0, Upcoming("q6", 119.5, 300.0, 20.0), "a later deadline than the candidate's"),
+        (Q14, 29.0, Upcoming("q6", 119.5, 130.0, 20.0), "misses even if served at its release"),
+        (Candidate(2, "q14", 160.0, 30.0, 119.2, -math.inf), 29.0, Upcoming("q6", 119.5, 155.0, 20.0), "no laxity"),
+        (Candidate(2, "q14", 270.0, math.nan, 119.2, -math.inf), 29.0, Q6, "the candidate is unpriced"),
+        (Q14, 29.0, Upcoming("q14", 119.5, 165.0, 20.0), "its own next job"),
+    ],
+)
+def test_the_resource_is_granted_at_once_otherwise(
+    candidate: Candidate, duration: float, job: Upcoming, why: str
+) -> None:
+    assert inserted_idle(candidate, duration, [job], 119.2) is None, why
+
+
+def test_of_several_upcoming_jobs_the_earliest_deadline_is_waited_for() -> None:
+    later = Upcoming("q1", 120.0, 160.0, 15.0)
+    held = inserted_idle(Q14, 29.0, [Q6, later], 119.2)
+    assert held is not None
+    assert held.waits_for == later
 
 
 @given(

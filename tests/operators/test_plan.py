@@ -15,9 +15,11 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, file_costs, plan_files
+from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InputGone, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
+from airflow_iqp.planning.admission import admit
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.streams.assign import window_start
 from airflow_iqp.streams.spec import FileStream
@@ -257,3 +259,52 @@ def test_a_spark_connection_of_another_type_is_refused(
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "livy", "host": "x"}))
     with pytest.raises(InvalidSetting, match="'iqp_spark' has type 'livy'.*'spark'.*'spark_connect'"):
         plan(declaration(tmp_path), future_window())
+
+
+def test_a_static_plan_leaves_room_for_another_querys_longest_job(tmp_path: Path, url: str) -> None:
+    """A dynamic query planned first records its longest job (a batch within its tau_max of
+    10 s, or its merge); q6, planned next in the same ledger, finishes that much before its
+    deadline, so the job granted just before its last batch cannot make it late.
+    """
+    other = declaration(tmp_path, dag_id="iqp_other", mode=Mode.DYNAMIC, alpha=0.5, tau_max=timedelta(seconds=10))
+    plan(other, future_window())
+    model = other.fitted_model(ExecutionPath.SPARK_SUBMIT)
+    with session_scope(url) as s:
+        [recorded_other] = store.demands(s)
+    assert recorded_other == window_demand(other, RATE, model)
+    room = recorded_other.longest_job
+    assert 0 < room <= 10
+
+    decl = declaration(tmp_path, deadline=timedelta(seconds=40))
+    start = future_window()
+    batches = plan(decl, start)
+    planned = plan_files(decl, RATE, model, blocking=room)
+    assert planned.plan.feasible
+    assert planned.finish + room <= (WINDOW + decl.deadline).total_seconds()
+    assert [b["predicted_cost"] for b in batches] == pytest.approx([b.cost for b in planned.plan.batches])
+    alone = plan_files(decl, RATE, model)
+    assert alone.finish + room > (WINDOW + decl.deadline).total_seconds()  # without the room, no room
+    window = recorded(url, decl, start)
+    assert f"{room:.1f} s left for iqp_other's longest job" in window.plan["how"]
+    with session_scope(url) as s:
+        demands = {q.name: q for q in store.demands(s)}
+    assert demands["iqp_q6"] == window_demand(decl, RATE, model, room)
+    assert demands["iqp_q6"].longest_job == pytest.approx(planned.longest_job)
+    verdict = admit(list(demands.values()))
+    assert window.plan["admission"].startswith("feasible" if verdict.feasible else "iqp_")
+
+
+def test_planning_a_window_tests_admission_and_records_a_deadline_that_cannot_hold(tmp_path: Path, url: str) -> None:
+    """A second query whose window holds a 26 s job (deadline 60 s after it), planned after q6,
+    whose last batch and merge are due 30 s after its window closes: admission finds q6 short.
+    """
+    plan(declaration(tmp_path), future_window())
+    other = declaration(tmp_path, dag_id="iqp_other", deadline=timedelta(seconds=60))
+    start = future_window()
+    plan(other, start)
+    with session_scope(url) as s:
+        verdict = admit(store.demands(s))
+    assert verdict.first_miss is not None
+    assert verdict.first_miss.name == "iqp_q6"
+    text = recorded(url, other, start).plan["admission"]
+    assert text.startswith(f"iqp_q6 misses a deadline by {-verdict.first_miss.slack:.1f} s")

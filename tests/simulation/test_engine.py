@@ -279,3 +279,51 @@ def test_bad_query_fields_are_named(field: str, value: object, match: str) -> No
     } | {field: value}
     with pytest.raises(ValueError, match=match):
         SimQuery(**fields)
+
+
+def demo_collision() -> list[SimQuery]:
+    """The demo's collision: q14's 29 s batch is ready at 119.2 s (deadline 270 s); q6's whole
+    window, one 20 s batch, is ready 0.3 s later, when its last tuple lands (deadline 165 s).
+    A 5 s overhead per batch and alpha 0.1 make each window one batch.
+    """
+    return [
+        SimQuery("q6", 100, ArrivalCurve.fixed_rate(0.0, 119.5, 100), 119.5, 165.0, LinearCost(0.15, 5.0), None),
+        SimQuery("q14", 100, ArrivalCurve.fixed_rate(0.0, 119.2, 100), 119.2, 270.0, LinearCost(0.24, 5.0), None),
+    ]
+
+
+@pytest.mark.parametrize("policy", [Policy.EDF, Policy.LLF])
+def test_the_earlier_deadline_released_moments_later_is_served_first_with_inserted_idle_time(policy: Policy) -> None:
+    queries = demo_collision()
+    busy = simulate(queries, policy=policy, alpha=0.1, tau_max=30.0)
+    assert [(e.query, e.start) for e in busy.log] == [("q14", 119.2), ("q6", pytest.approx(148.2))]
+    assert not busy.outcomes["q6"].met  # 148.2 + 20 > 165: the blocking of the issue
+    assert busy.idles == []
+
+    waiting = simulate(queries, policy=policy, alpha=0.1, tau_max=30.0, idle=True)
+    assert [(e.query, e.start) for e in waiting.log] == [("q6", 119.5), ("q14", 139.5)]
+    assert waiting.all_met
+    [idle] = waiting.idles
+    assert (idle.start, idle.end, idle.passed_over, idle.waits_for) == (119.2, 119.5, "q14", "q6")
+    assert "q6 is released at 119.500" in idle.reason
+    assert waiting.total_cost == busy.total_cost  # the same jobs, in another order
+
+
+def test_idling_holds_no_job_that_ends_before_the_earlier_deadline_is_released() -> None:
+    """q14's job is short enough to end before q6's is released: granted at once."""
+    q6, q14 = demo_collision()
+    short = SimQuery("q14", 10, ArrivalCurve.fixed_rate(0.0, 100.0, 10), 100.0, 270.0, LinearCost(0.1, 5.0), None)
+    result = simulate([q6, short], policy=Policy.EDF, alpha=0.1, tau_max=30.0, idle=True)
+    assert [e.query for e in result.log] == ["q14", "q6"]
+    assert result.idles == []
+    assert result.all_met
+
+
+@settings(max_examples=150, deadline=None)
+@given(qs=queries(), policy=st.sampled_from([Policy.EDF, Policy.LLF]))
+def test_with_inserted_idle_time_every_invariant_still_holds(qs: list[SimQuery], policy: Policy) -> None:
+    result = simulate(qs, policy=policy, alpha=0.5, tau_max=30.0, idle=True)
+    check_invariants(qs, result, 30.0, True)
+    for idle in result.idles:
+        assert idle.end > idle.start
+        assert not any(e.start < idle.end and e.end > idle.start for e in result.log), "idle means no job runs"

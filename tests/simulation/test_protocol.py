@@ -82,14 +82,16 @@ def test_back_to_back_schedule_meets_delta_one_deadlines_exactly() -> None:
     assert [o.finish for o in result.outcomes.values()] == [o.deadline for o in result.outcomes.values()]
 
 
-def test_the_columns_are_the_four_policies_and_two_baselines() -> None:
-    assert [(c.name, c.policy, c.min_batch) for c in COLUMNS] == [
-        ("edf", Policy.EDF, True),
-        ("llf", Policy.LLF, True),
-        ("sjf", Policy.SJF, True),
-        ("rr", Policy.RR, True),
-        ("edf-trad", Policy.EDF, False),
-        ("llf-trad", Policy.LLF, False),
+def test_the_columns_are_the_four_policies_two_baselines_and_two_idling() -> None:
+    assert [(c.name, c.policy, c.min_batch, c.idle) for c in COLUMNS] == [
+        ("edf", Policy.EDF, True, False),
+        ("llf", Policy.LLF, True, False),
+        ("sjf", Policy.SJF, True, False),
+        ("rr", Policy.RR, True, False),
+        ("edf-trad", Policy.EDF, False, False),
+        ("llf-trad", Policy.LLF, False, False),
+        ("edf-idle", Policy.EDF, True, True),
+        ("llf-idle", Policy.LLF, True, True),
     ]
 
 
@@ -97,6 +99,7 @@ def test_an_experiment_runs_every_column_at_every_delta() -> None:
     qs = three_by_cost()
     experiment = Experiment(qs, 100.0, ["a", "b", "c"], alpha=0.5, tau_max=40.0)
     columns = [Column("sjf", Policy.SJF, True), Column("edf-trad", Policy.EDF, False)]
+    columns.append(Column("edf-idle", Policy.EDF, True, idle=True))
     table = experiment.run(columns, deltas=(1.0, 0.5))
     assert (table.columns, table.queries, table.alpha, list(table.rows)) == (tuple(columns), 3, 0.5, [1.0, 0.5])
     assert experiment.single_batch_cost == pytest.approx(63.0)
@@ -104,7 +107,9 @@ def test_an_experiment_runs_every_column_at_every_delta() -> None:
         workload = experiment.workload(delta)
         assert [q.deadline for q in workload] == [q.deadline for q in staggered(qs, 100.0, delta, ["a", "b", "c"])]
         for column, result in zip(columns, row):
-            expected = simulate(workload, policy=column.policy, alpha=0.5, tau_max=40.0, min_batch=column.min_batch)
+            expected = simulate(
+                workload, policy=column.policy, alpha=0.5, tau_max=40.0, min_batch=column.min_batch, idle=column.idle
+            )
             assert (result.met_count, result.total_cost) == (expected.met_count, expected.total_cost)
 
 

@@ -1,0 +1,49 @@
+"""What one declared query asks of the shared Spark resource per window: the admission test's
+recurring task (`planning.admission`), priced with the cost model and rate it is planned with.
+
+Static mode: its planned batches and the merge job. Dynamic mode: the window's expected files in
+MinBatch batches and the merge; it may hold the resource for a batch of up to `max_batch` files
+(its tau_max bound), so that is its longest job unless the merge is longer. Either way the batch
+holding the window's last file and the merge only run once the window has closed: its final work.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from airflow_iqp.constants import Mode
+from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
+from airflow_iqp.planning.admission import RecurringQuery
+
+if TYPE_CHECKING:
+    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
+
+
+def window_demand(
+    declaration: Declaration, rate: ArrivalRate, model: CostModel, blocking: float = 0.0
+) -> RecurringQuery:
+    """The declaration's window as a recurring task: period the window, due its deadline after it.
+    A static plan leaves room for `blocking`, the longest job another query may hold the resource for.
+    """
+    always, extra_merge = merge_costs(model)
+    if declaration.mode is Mode.DYNAMIC:
+        batching = dynamic_batching(declaration, rate, model)
+        cost = file_costs(model, rate.rows_per_file)
+        full, rest = divmod(batching.expected_files, batching.min_batch.size)
+        batches = [cost.cost(batching.min_batch.size)] * full + ([cost.cost(rest)] if rest else [])
+        merge = always + extra_merge.cost(len(batches))
+        longest = max(cost.cost(batching.max_batch), merge)
+    else:
+        planned = plan_files(declaration, rate, model, blocking=blocking)
+        batches = [b.cost for b in planned.plan.batches]
+        merge, longest = planned.merge_job, planned.longest_job
+    window = declaration.window.total_seconds()
+    return RecurringQuery(
+        name=declaration.dag_id,
+        period=window,
+        deadline=window + declaration.deadline.total_seconds(),
+        work=math.fsum([*batches, merge]),
+        longest_job=longest,
+        final_work=math.fsum([batches[-1], merge]) if batches else merge,
+    )
