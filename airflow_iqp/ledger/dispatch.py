@@ -174,6 +174,36 @@ def heartbeat(session: Session, lease: Lease, now: datetime) -> Lease | None:
     return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
 
 
+def take(session: Session, lease: Lease, attempt: str, now: datetime) -> bool:
+    """Mark the request as run by `attempt` (a task try); False if another attempt runs it under
+    a live lease. A retry comes back to the request of the attempt before it, which Airflow may
+    have failed while it still ran (apache/airflow#71580): it must not run the job a second time
+    under the same lease. Once that lease has expired, the retry takes it over; a request no
+    longer granted is the lease keeper's to report lost.
+    """
+    expired = (
+        select(Resource.id)
+        .where(Resource.id == lease.resource, Resource.fence == lease.fence, Resource.lease_expires < now)
+        .exists()
+    )
+    return bool(
+        _changed(
+            session,
+            update(DispatchRequest)
+            .where(
+                DispatchRequest.id == lease.request,
+                or_(
+                    DispatchRequest.state != RequestState.GRANTED,
+                    DispatchRequest.taken_by.is_(None),
+                    DispatchRequest.taken_by == attempt,
+                    expired,
+                ),
+            )
+            .values(taken_by=attempt),
+        )
+    )
+
+
 def confirm(session: Session, lease: Lease, now: datetime) -> Lease | None:
     """Extend the lease only while it is live (same holder and fence, not expired): the check a
     job makes right before committing its output. Unlike `heartbeat`, an expired lease nobody

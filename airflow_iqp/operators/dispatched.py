@@ -49,7 +49,7 @@ from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec
-from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
+from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger, RequestEndedTrigger
 from airflow_iqp.ui import watch
 
 if TYPE_CHECKING:
@@ -240,7 +240,27 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             method_name="resume_granted",
         )
 
+    def already_done(self, context: Context) -> str | None:
+        """This task's output if the ledger holds its job done by an earlier attempt (pushed as
+        the `output_location` XCom), else None: Airflow 3.3 can fail an attempt that finished,
+        when a deferred task resumes before the scheduler reads its deferral's exit
+        (apache/airflow#71580), and the retry must not run the job again.
+        """
+        raise NotImplementedError
+
+    def resume_after_other_attempt(self, context: Context, event: dict[str, Any], **_: Any) -> Any:
+        """Back from RequestEndedTrigger: the earlier attempt's job ended; done, or queue again."""
+        if (output := self.already_done(context)) is not None:
+            return output
+        return self.queue_for_resource(context, self.resource_request(context))
+
     def _run_leased(self, context: Context, lease: Lease, settings: DispatchSettings) -> Any:
+        attempt = _attempt(context)
+        with session_scope() as session:
+            taken = dispatch.take(session, lease, attempt, datetime.now(UTC))
+        if not taken:
+            self.log.warning("request %d runs in an earlier attempt of this task; waiting until it ends", lease.request)
+            self.defer(trigger=RequestEndedTrigger(lease.request), method_name="resume_after_other_attempt")
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
         keeper = _LeaseKeeper(
             lease,
@@ -279,6 +299,12 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
             )
         return result
+
+
+def _attempt(context: Context) -> str:
+    """The task try that runs a job: DAG, run, task, map index and try number."""
+    ti = context["ti"]
+    return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}/{ti.try_number}"
 
 
 def _register(session: Session, request: ResourceRequest, settings: DispatchSettings, now: datetime) -> int | None:

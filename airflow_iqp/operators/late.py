@@ -49,6 +49,10 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         self.declaration = declaration
         self.work_dir = work_dir
 
+    def already_done(self, context: Context) -> str | None:
+        """Never: a retry lists the streams again and takes the late units no batch froze."""
+        return None
+
     def execute(self, context: Context) -> Any:
         """Find late and rewritten files; queue the re-merges, if any are due."""
         decl = self.declaration

@@ -71,16 +71,21 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
 
     def execute(self, context: Context) -> Any:
         """Queue for the resource (the window's last batch has usually queued it already); a
-        window the ledger holds merged by an earlier attempt of this task is not merged again
-        (see `PartialAggregateOperator.done_output`).
+        window the ledger holds merged by an earlier attempt of this task is not merged again.
         """
+        if (output := self.already_done(context)) is not None:
+            return output
+        return self.queue_for_resource(context, self.resource_request(context))
+
+    def already_done(self, context: Context) -> str | None:
+        """See the base class: this task's window, merged and published."""
         with session_scope() as session:
             window = store.window_summary(session, int(self.window_id))
-        if window.status == WindowStatus.MERGED and window.result_uri is not None:
-            self.log.info("window %d was merged by an earlier attempt: %s", window.id, window.result_uri)
-            context["ti"].xcom_push(key="output_location", value=window.result_uri)
-            return window.result_uri
-        return self.queue_for_resource(context, self.resource_request(context))
+        if window.status != WindowStatus.MERGED or window.result_uri is None:
+            return None
+        self.log.info("window %d was merged by an earlier attempt: %s", window.id, window.result_uri)
+        context["ti"].xcom_push(key="output_location", value=window.result_uri)
+        return window.result_uri
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """See `merge_request`."""

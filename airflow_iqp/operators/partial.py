@@ -70,11 +70,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Where the window's input lands."""
         return InputSpec.from_dict(self.batch["input"])
 
+    def already_done(self, context: Context) -> str | None:
+        """See the base class: this task's batch, done."""
+        self._label(context)
+        if (output := self.done_output()) is not None:
+            self.log.info("this batch was done by an earlier attempt: %s", output)
+            context["ti"].xcom_push(key="output_location", value=output)
+        return output
+
     def done_output(self) -> str | None:
-        """The output of this task's batch if the ledger holds it done. Airflow 3.3 can fail an
-        attempt that finished, when a deferred task resumes before the scheduler has read the
-        exit of its deferral (apache/airflow#71580): the retry then finds the batch done.
-        """
+        """The output of this task's batch if the ledger holds it done."""
         with session_scope() as session:
             batches = store.window_summary(session, self.batch["window_id"]).batches
         mine = [
@@ -100,12 +105,10 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def execute(self, context: Context) -> Any:
         """Static: wait for the batch's units, then queue. Dynamic: see `on_ready`. A batch the
-        ledger has done already is not run again (see `done_output`).
+        ledger has done already is not run again (see `already_done`).
         """
         self._label(context)
-        if (output := self.done_output()) is not None:
-            self.log.info("this batch was done by an earlier attempt: %s", output)
-            context["ti"].xcom_push(key="output_location", value=output)
+        if (output := self.already_done(context)) is not None:
             return output
         if self.is_slot:
             return self.on_ready(context)

@@ -62,3 +62,35 @@ class GrantTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
         event = {"request_id": self.request_id, "state": str(seen)}
         yield TriggerEvent(event)  # TriggerEvent.__init__ has no annotations
+
+
+class RequestEndedTrigger(BaseTrigger):
+    """Waits until a granted request is released, expires, or its lease runs out: a retry waits
+    so for the attempt before it, which still runs the job (read-only, like GrantTrigger).
+    """
+
+    def __init__(self, request_id: int, poll_interval: float = 1.0) -> None:
+        super().__init__()  # BaseTrigger.__init__ has no annotations
+        self.request_id = request_id
+        self.poll_interval = poll_interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"request_id": self.request_id, "poll_interval": self.poll_interval},
+        )
+
+    def look(self) -> RequestState | None:
+        """The request's state once its job has ended (or its lease ran out), else None."""
+        with session_scope(read_only=True) as session:
+            status = dispatch.status(session, self.request_id)
+        if status.lease is not None and status.lease.expires >= datetime.now(UTC):
+            return None
+        return status.state
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll until `look` has news."""
+        while (seen := await asyncio.to_thread(self.look)) is None:
+            await asyncio.sleep(self.poll_interval)
+        yield TriggerEvent({"request_id": self.request_id, "state": str(seen)})  # TriggerEvent.__init__: no annotations

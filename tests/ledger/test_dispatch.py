@@ -555,3 +555,16 @@ def test_contested_claims_never_grant_a_resource_twice(ledger_db: str, resources
             assert before.granted_at < before.released_at <= after.granted_at, (resource, before, after)
     assert overlapped >= total // 2  # the claims really were concurrent
     assert len(requests) >= total // 40 * resources  # enough grants for the contest to mean something
+
+
+def test_a_granted_request_is_run_by_one_task_try_until_its_lease_runs_out(ledger_db: str) -> None:
+    [request] = _waiting(ledger_db, ["q1"])
+    [lease] = _grant(ledger_db, _s(1))
+    assert lease.request == request
+    with session_scope(ledger_db) as s:
+        assert dispatch.take(s, lease, "q1/r/partial/0/1", _s(2))
+        assert not dispatch.take(s, lease, "q1/r/partial/0/2", _s(3))  # the earlier try still holds it
+        assert dispatch.take(s, lease, "q1/r/partial/0/1", _s(4))
+        assert dispatch.take(s, lease, "q1/r/partial/0/2", lease.expires + timedelta(seconds=1))  # ran out
+        taken_by = s.scalar(select(DispatchRequest.taken_by).where(DispatchRequest.id == request))
+    assert taken_by == "q1/r/partial/0/2"

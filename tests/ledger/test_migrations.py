@@ -19,7 +19,7 @@ from airflow_iqp.ledger import engine, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, DispatchRequest, Query, StreamFile, UTCDateTime, Window
 from tests.ledger.helpers import T0, alembic_config, data_file
 
-HEAD = "0006"
+HEAD = "0007"
 LONG_DAG_ID = "d" * 250
 
 

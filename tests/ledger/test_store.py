@@ -24,7 +24,7 @@ from tests.ledger.helpers import T0, data_file, planned_window
 if TYPE_CHECKING:
     from pathlib import Path
 
-HEAD = "0006"
+HEAD = "0007"
 FILES = {
     "orders": [data_file("0000.parquet", "orders"), data_file("0001.parquet", "orders")],
     "lineitem": [data_file("0000.parquet", "lineitem")],

@@ -9,11 +9,13 @@ import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 
-from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, WindowStatus
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState, WindowStatus
 from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
@@ -28,6 +30,7 @@ from airflow_iqp.operators.window import merge_spec
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.triggers.grant import RequestEndedTrigger
 from airflow_iqp.ui import read, risk, views, watch
 from airflow_iqp.ui.models import Outcome
 
@@ -37,6 +40,12 @@ if TYPE_CHECKING:
     from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 LOG = logging.getLogger(__name__)
+
+
+def attempt_context(try_number: int) -> Context:
+    """What `_run_leased` reads of a task try's context."""
+    ti = SimpleNamespace(dag_id="q6", run_id="r", task_id="job", map_index=-1, try_number=try_number)
+    return cast("Context", {"ti": ti})
 
 
 def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
@@ -141,7 +150,7 @@ def test_a_task_that_lost_its_lease_fails_with_lease_lost(url: str) -> None:
     lease = stale_lease(url)
     task = _WaitsToBeKilled(task_id="job")
     with pytest.raises(LeaseLostError, match=f"lost the lease on resource {lease.resource} while the job ran"):
-        task._run_leased(cast("Context", {}), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=5))
+        task._run_leased(attempt_context(1), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=5))
     assert task.killed.is_set()
     with session_scope(url) as s:
         assert dispatch.status(s, lease.request).lease is None  # released, or expired: not held
@@ -282,7 +291,7 @@ def test_a_slowed_batch_flags_its_window_at_risk_before_the_deadline(
     deadline = now + timedelta(seconds=10)  # on time: the plan finishes at now + 4 s
     window_id = slow_window(now, deadline)
     task = _SlowBatch(window_id=window_id, deadline=deadline, task_id="partial_aggregate")
-    context = cast("Context", {})
+    context = attempt_context(1)
     runner = threading.Thread(target=task.queue_for_resource, args=(context, task.resource_request(context)))
     runner.start()
     flagged: tuple[datetime, datetime] | None = None
@@ -327,3 +336,44 @@ def test_a_forecast_that_fails_never_stops_the_job(
     (record,) = caplog.records
     assert record.getMessage() == "could not refresh the IQP windows' forecasts; the job goes on"
     assert record.exc_info is not None
+
+
+class _RunsOnce(DispatchedSparkSubmitOperator):
+    """A job that counts its runs; done once it ran."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(application="job.py", **kwargs)
+        self.runs = 0
+
+    def run_granted(self, context: Context) -> str:
+        self.runs += 1
+        return "output"
+
+    def already_done(self, context: Context) -> str | None:
+        return "output" if self.runs else None
+
+
+def test_a_retry_does_not_run_under_the_lease_its_earlier_attempt_still_holds(url: str) -> None:
+    """Airflow 3.3 may fail a try that still runs (apache/airflow#71580); its retry comes back to
+    the same granted request and must wait for the earlier try instead of running beside it."""
+    lease = grant_one(url, 30.0, datetime.now(UTC))
+    with session_scope(url) as s:
+        assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC))
+    retry = _RunsOnce(task_id="job")
+    with pytest.raises(TaskDeferred) as deferred:
+        retry._run_leased(attempt_context(2), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=30))
+    assert retry.runs == 0
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, RequestEndedTrigger)
+    assert trigger.look() is None  # the earlier try still holds a live lease
+    with session_scope(url) as s:
+        dispatch.release(s, lease, datetime.now(UTC))
+    assert trigger.look() == RequestState.RELEASED
+
+
+def test_a_retry_takes_over_the_lease_of_an_earlier_attempt_once_it_ran_out(url: str) -> None:
+    lease = grant_one(url, 1.0, datetime.now(UTC) - timedelta(seconds=5))  # expired, not reclaimed
+    with session_scope(url) as s:
+        assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC) - timedelta(seconds=5))
+        assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC))  # the same try, again
+        assert dispatch.take(s, lease, "q6/r/job/-1/2", datetime.now(UTC))
