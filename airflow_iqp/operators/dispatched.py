@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -202,12 +203,18 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         """Register the request and grant in one transaction, then run with the lease or wait for it."""
         settings = DispatchSettings.load()
         now = datetime.now(UTC)
-        with session_scope() as session:
-            request_id = _register(session, request, settings, now)
+        waited = time.monotonic() + SHORT_WAIT
+        while True:
+            with session_scope() as session:
+                request_id = _register(session, request, settings, now)
+                if request_id is not None:
+                    dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
             if request_id is not None:
-                dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
-        if request_id is None:
-            return self.registration_refused(context)
+                break
+            if time.monotonic() > waited:
+                return self.registration_refused(context)
+            time.sleep(1.0)  # the window's other job is likely short: wait here rather than defer
+            now = datetime.now(UTC)
         keep_forecasts(settings, self.log)
         self.log.info(
             "%s %s of window %d queued as request %d (%s)",
@@ -228,13 +235,25 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         return self._await_grant(context, event["request_id"], settings)
 
     def _await_grant(self, context: Context, request_id: int, settings: DispatchSettings) -> Any:
-        with session_scope() as session:
-            status = dispatch.status(session, request_id)
-        if status.lease is not None:  # granted
-            return self._run_leased(context, status.lease, settings)
-        if status.state != RequestState.WAITING:  # granted, but the lease ran out before this task came back
-            self.log.warning("request %d was %s before its job started; queueing again", request_id, status.state)
-            return self.queue_for_resource(context, self.resource_request(context))
+        """Run once granted; wait here for up to SHORT_WAIT, then in GrantTrigger."""
+        waited = time.monotonic() + SHORT_WAIT
+        while True:
+            with session_scope() as session:
+                status = dispatch.status(session, request_id)
+                if status.state == RequestState.WAITING:
+                    now = datetime.now(UTC)
+                    due = dispatch.would_grant(session, policy=settings.policy, resources=settings.resources, now=now)
+                    if request_id in due:
+                        dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+                        status = dispatch.status(session, request_id)
+            if status.lease is not None:  # granted
+                return self._run_leased(context, status.lease, settings)
+            if status.state != RequestState.WAITING:  # granted, but the lease ran out before this task came back
+                self.log.warning("request %d was %s before its job started; queueing again", request_id, status.state)
+                return self.queue_for_resource(context, self.resource_request(context))
+            if time.monotonic() > waited:
+                break
+            time.sleep(1.0)
         self.defer(
             trigger=GrantTrigger(request_id, settings.policy, settings.resources),
             method_name="resume_granted",
@@ -299,6 +318,13 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
             )
         return result
+
+
+# How long a task waits for the resource in its own process before it defers. A short wait in
+# the triggerer costs more than it saves: resuming takes a new task process, and Airflow 3.3
+# can fail a try whose deferral ends within seconds, before the scheduler has read the
+# deferral's exit (apache/airflow#71580).
+SHORT_WAIT = 20.0
 
 
 def _attempt(context: Context) -> str:
