@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.postgres import postgres_server as postgres_server  # the session's cluster, for every test
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -46,3 +49,27 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
 
     with running(tmp_path_factory.mktemp("connect-server"), driver_memory="1g") as server:
         yield server
+
+
+TESTS = Path(__file__).parent
+# Spark, Airflow, PostgreSQL or CPU measurements: `make test` runs these one at a time after
+# the rest, which it runs on both cores (pytest -n 2).
+HEAVY_PATHS = (
+    "integration",
+    "spark",
+    "packaging",
+    "costfit",
+    "ui/test_browser.py",
+    "commands/test_connect_server.py",
+    "benchmarks/test_measure.py",
+)
+HEAVY_FIXTURES = {"spark", "connect_server", "postgres_server"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the heavy tests `heavy` (see HEAVY_PATHS): by place, by fixture, or by a PostgreSQL parameter."""
+    for item in items:
+        where = Path(item.path).relative_to(TESTS).as_posix()
+        on_postgres = "postgresql" in getattr(getattr(item, "callspec", None), "id", "")
+        if where.startswith(HEAVY_PATHS) or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or on_postgres:
+            item.add_marker(pytest.mark.heavy)
