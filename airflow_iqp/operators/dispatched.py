@@ -203,18 +203,12 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         """Register the request and grant in one transaction, then run with the lease or wait for it."""
         settings = DispatchSettings.load()
         now = datetime.now(UTC)
-        waited = time.monotonic() + SHORT_WAIT
-        while True:
-            with session_scope() as session:
-                request_id = _register(session, request, settings, now)
-                if request_id is not None:
-                    dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+        with session_scope() as session:
+            request_id = _register(session, request, settings, now)
             if request_id is not None:
-                break
-            if time.monotonic() > waited:
-                return self.registration_refused(context)
-            time.sleep(1.0)  # the window's other job is likely short: wait here rather than defer
-            now = datetime.now(UTC)
+                dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+        if request_id is None:  # another task of the window has it: that task may need this process
+            return self.registration_refused(context)
         keep_forecasts(settings, self.log)
         self.log.info(
             "%s %s of window %d queued as request %d (%s)",
