@@ -38,7 +38,7 @@ from airflow_iqp.operators.late import LateFilesOperator
 from airflow_iqp.operators.merge import FinalMergeOperator
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.operators.plan import PlanWindowOperator
-from airflow_iqp.settings import DispatchSettings, airflow_home
+from airflow_iqp.settings import DispatchSettings, airflow_home, deadline_alerts
 from airflow_iqp.timetables.window import WindowTimetable
 
 if TYPE_CHECKING:
@@ -131,7 +131,7 @@ def intermittent_query(
             f"Intermittent query **{declaration.name}** ({declaration.mode.value}): windows of {window}, "
             f"result due {deadline} after each, published to `{declaration.output.template}`."
         ),
-        deadline=window_deadline_alert(window, deadline, deadline_callback),
+        deadline=window_deadline_alert(window, deadline, deadline_callback) if deadline_alerts() else None,
         **dag_kwargs,
     ) as dag:
         plan = PlanWindowOperator(task_id="plan", declaration=declaration, spark_conn_id=spark_conn_id)

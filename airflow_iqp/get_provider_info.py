@@ -62,6 +62,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "120",
                         "default": "60",
                     },
+                    "deadline_alerts": {
+                        "description": (
+                            "Whether IQP DAGs declare an Airflow Deadline Alert at each window's deadline. "
+                            "`airflow dags test` of a DAG with one exits 1 after a successful run in "
+                            "Airflow 3.3 (apache/airflow#73428): set False where you run it.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "boolean",
+                        "example": "False",
+                        "default": "True",
+                    },
                 },
             }
         },

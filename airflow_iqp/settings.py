@@ -92,6 +92,13 @@ def _parsed(option: str, raw: str) -> int | float:
         raise InvalidSetting(f"[iqp] {option} = {raw!r} is not a number ({option_env(option)})") from None
 
 
+def deadline_alerts() -> bool:
+    """[iqp] deadline_alerts (default True): whether IQP DAGs declare Airflow Deadline Alerts."""
+    from airflow.sdk import conf
+
+    return conf.getboolean(SECTION, "deadline_alerts", fallback=True)
+
+
 def airflow_home() -> Path:
     """$AIRFLOW_HOME, else ~/airflow, as Airflow itself defaults it."""
     return Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()

@@ -11,6 +11,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
@@ -242,8 +243,11 @@ def test_a_connect_job_whose_lease_is_lost_is_interrupted_and_commits_nothing(
 
     thief = threading.Thread(target=steal)
     thief.start()
+    ti = SimpleNamespace(dag_id="sales", run_id="r", task_id="partial", map_index=0, try_number=1)
     with pytest.raises(LeaseLostError, match="lost the lease"):
-        task._run_leased(cast("Context", {}), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=LEASE_SECONDS))
+        task._run_leased(
+            cast("Context", {"ti": ti}), lease, DispatchSettings(Policy.EDF, 1, lease_seconds=LEASE_SECONDS)
+        )
     stopped = time.monotonic() - lost_at[0]
     thief.join()
     assert stopped < 20, f"the job went on for {stopped:.0f} s after its lease was lost"
