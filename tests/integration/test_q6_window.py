@@ -192,7 +192,11 @@ def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(
     assert first.output_location is not None
     outputs = sorted(p.name for p in Path(first.output_location).parent.iterdir() if p.is_dir() and p.name != "inputs")
     done = [b.output_location for b in window.batches if b.status == BatchStatus.DONE and b.output_location]
-    assert outputs == [*sorted(Path(location).name for location in done), "result"]
+    assert window.result_location is not None
+    merged = Path(window.result_location).name
+    assert merged.startswith("result-f")  # named with the merge's lease fence
+    # the failed attempt left no output of its own: only the done batches' and the merge's
+    assert outputs == [*sorted(Path(location).name for location in done), merged]
     with session_scope(airflow_env.ledger) as session:
         events = session.scalars(select(StreamFile).where(StreamFile.status == FileStatus.REWRITTEN)).all()
     assert events == []
