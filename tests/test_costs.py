@@ -154,8 +154,8 @@ def merged_window(session: Session, start: datetime, files: int, rows: int) -> N
     ]
     store.freeze_files(session, window_id, 0, {"lineitem": listed})
     store.start_batch(session, window_id, 0)
-    store.finish_batch(session, window_id, 0, start, start, rows, 1.0, "/work/batch")
-    store.record_merge(session, window_id, start + WINDOW, rows, "/work/result")
+    store.finish_batch(session, window_id, 0, start, start, rows, 1.0, "/data/iqp/batch")
+    store.record_merge(session, window_id, start + WINDOW, rows, "/data/iqp/result")
 
 
 def test_a_learned_rate_comes_from_the_last_merged_windows(tmp_path: Path, url: str) -> None:

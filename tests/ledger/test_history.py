@@ -84,7 +84,7 @@ def _merged_window(url: str, minute: int, files: dict[str, list[str]], rows: int
     listed = {stream: [data_file(f"{minute}-{n}", stream) for n in names] for stream, names in files.items()}
     with session_scope(url) as s:
         store.freeze_files(s, window_id, 0, listed)
-        store.record_merge(s, window_id, start + timedelta(seconds=11), rows, "/work/result")
+        store.record_merge(s, window_id, start + timedelta(seconds=11), rows, "/data/iqp/result")
     return window_id
 
 

@@ -357,7 +357,7 @@ def test_results_replace_the_current_one_and_keep_the_history(ledger_db: str) ->
     with session_scope(ledger_db) as s:
         with pytest.raises(ValueError, match="is planned: only a merged window has a result"):
             store.record_result(s, window_id, "s3://out/w/1", 10, deadline)
-        store.record_merge(s, window_id, deadline, 10, "/work/w/result")
+        store.record_merge(s, window_id, deadline, 10, "/data/iqp/w/result")
         store.record_result(s, window_id, "s3://out/w/1", 10, deadline)
     with session_scope(ledger_db) as s:
         window = s.get(Window, window_id)
@@ -374,7 +374,7 @@ def test_results_replace_the_current_one_and_keep_the_history(ledger_db: str) ->
     assert (summary.result_uri, summary.actual_tuples, summary.result_location) == (
         "s3://out/w/2",
         13,
-        "/work/w/result",
+        "/data/iqp/w/result",
     )
     assert (summary.actual_finish, summary.deadline_met) == (deadline, True)  # the first merge answered the deadline
     assert [tuple(r) for r in history] == [

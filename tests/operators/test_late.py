@@ -62,8 +62,8 @@ def ledger(tmp_path: Path) -> tuple[str, dict[datetime, int]]:
         windows = {start: plan_window(s, start) for start in (W0, W1, W2)}
         store.freeze_files(s, windows[W0], 0, {"lineitem": [data_file("counted.parquet")]})
         store.start_batch(s, windows[W0], 0)
-        store.finish_batch(s, windows[W0], 0, FROZEN_AT, FROZEN_AT, 10, 1.0, "/work/batch-0000")
-        store.record_merge(s, windows[W0], W0 + WINDOW, 10, "/work/result")
+        store.finish_batch(s, windows[W0], 0, FROZEN_AT, FROZEN_AT, 10, 1.0, "/data/iqp/batch-0000")
+        store.record_merge(s, windows[W0], W0 + WINDOW, 10, "/data/iqp/result")
         store.start_batch(s, windows[W1], 0)
         store.record_merge(s, windows[W2], W2 + WINDOW, None, None, status=WindowStatus.FAILED)
     return url, windows

@@ -47,7 +47,7 @@ def test_a_window_the_ledger_holds_merged_is_not_merged_again(tmp_path: Path, mo
     pushed: dict[str, Any] = {}
     context = cast("Context", {"ti": SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))})
     with session_scope(url) as s:
-        store.record_merge(s, window_id, T0 + timedelta(seconds=70), 10, "/work/result-f3")
+        store.record_merge(s, window_id, T0 + timedelta(seconds=70), 10, "/data/iqp/result-f3")
         store.record_result(s, window_id, "/results/iqp_q6/w0", 10, T0 + timedelta(seconds=70))
     assert task.execute(context) == "/results/iqp_q6/w0"
     assert pushed == {"output_location": "/results/iqp_q6/w0"}

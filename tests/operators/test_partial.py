@@ -185,9 +185,9 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
     with session_scope(url) as s:
         store.start_batch(s, window_id, 0)
-        store.finish_batch(s, window_id, 0, T0, T0 + timedelta(seconds=3), 20, 3.0, "/work/batch-0000-f4")
+        store.finish_batch(s, window_id, 0, T0, T0 + timedelta(seconds=3), 20, 3.0, "/data/iqp/batch-0000-f4")
     pushed: dict[str, Any] = {}
     context = cast("Context", {"ti": SimpleNamespace(xcom_push=lambda key, value: pushed.update({key: value}))})
-    assert batch(declaration, window_id, 0, 2).execute(context) == "/work/batch-0000-f4"
-    assert pushed == {"output_location": "/work/batch-0000-f4"}
+    assert batch(declaration, window_id, 0, 2).execute(context) == "/data/iqp/batch-0000-f4"
+    assert pushed == {"output_location": "/data/iqp/batch-0000-f4"}
     assert batch(declaration, window_id, 1, None).done_output() is None

@@ -19,7 +19,7 @@ def partial_document(**changes: Any) -> dict[str, Any]:
         "query": "/dags/by_channel.sql",
         "streams": {"sales": {"format": "csv", "schema": "id BIGINT", "files": ["/landing/a.csv"]}},
         "static": {"products": {"path": "/dim/products"}},
-        "output": "/work/batch-0000",
+        "output": "/data/iqp/batch-0000",
     }
     return {**document, **changes}
 
@@ -41,7 +41,7 @@ def test_a_spec_built_in_python_reads_back_equal(tmp_path: Path) -> None:
             "returns": StreamInput(files=[], schema_file="file:///l/returns/x.parquet"),
         },
         static={"products": StaticInput(path="s3a://bucket/dim/"), "regions": StaticInput(table="db.regions")},
-        output="/work/batch-0000",
+        output="/data/iqp/batch-0000",
     )
     text = spec.to_json()
     assert json.loads(text)["streams"]["sales"]["schema"] == "id BIGINT, amount DECIMAL(12,2)"

@@ -8,7 +8,7 @@ field), and a bad spec is a `JobError` naming the field to fix, e.g. `streams.sa
      "streams": {"sales": {"format": "csv", "schema": "id BIGINT, amount DECIMAL(12,2)",
                            "options": {"header": "true"}, "files": ["/landing/a.csv"]}},
      "static": {"products": {"path": "/dim/products"}, "regions": {"table": "db.regions"}},
-     "output": "/work/q/20260101T000000/batch-0003"}
+     "output": "/data/iqp/q/20260101T000000/batch-0003"}
 
 Stream files are local: absolute paths or `file:` URIs (see `locations`). A static input is a
 path Spark can read, or a catalog table. Python code builds specs with the JSON names too
