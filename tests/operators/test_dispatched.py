@@ -37,6 +37,7 @@ from airflow_iqp.ui.models import Outcome
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+    from airflow_iqp.declaration import Declaration
     from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 LOG = logging.getLogger(__name__)
@@ -170,6 +171,18 @@ def test_heartbeats_that_keep_failing_until_the_lease_runs_out_lose_it(
     assert datetime.now(UTC) >= lease.expires
 
 
+def q6(tmp_path: Path) -> Declaration:
+    """A q6 declaration whose merge a test task runs."""
+    return declare(
+        dag_id="iqp_q6",
+        query="q6",
+        window=timedelta(minutes=2),
+        deadline=timedelta(minutes=1),
+        streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
+        output="/results/{dag_id}/{window_start}",
+    )
+
+
 class _CommitsAnyway(DispatchedSparkSubmitOperator):
     """A spark-submit application that commits its output whatever became of the lease."""
 
@@ -191,14 +204,7 @@ def test_a_spark_submit_job_that_committed_after_its_lease_went_leaves_no_output
     task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
     output = task.leased_output(tmp_path / "result")
     assert output.name == f"result-f{lease.fence}"
-    declaration = declare(
-        dag_id="iqp_q6",
-        query="q6",
-        window=timedelta(minutes=2),
-        deadline=timedelta(minutes=1),
-        streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
-        output="/results/{dag_id}/{window_start}",
-    )
+    declaration = q6(tmp_path)
     spec = merge_spec(declaration, [str(tmp_path / "batch-0000-f1")], output)
     with pytest.raises(LeaseLostError, match="nothing was committed"):
         task.run_spark_job(cast("Context", {}), spec, tmp_path / "result.spec.json")
@@ -213,14 +219,7 @@ def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
     task = _CommitsAnyway(task_id="merge")
     task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
     output = task.leased_output(tmp_path / "result")
-    declaration = declare(
-        dag_id="iqp_q6",
-        query="q6",
-        window=timedelta(minutes=2),
-        deadline=timedelta(minutes=1),
-        streams={"lineitem": FileStream(str(tmp_path / "lineitem"))},
-        output="/results/{dag_id}/{window_start}",
-    )
+    declaration = q6(tmp_path)
     task.run_spark_job(
         cast("Context", {}),
         merge_spec(declaration, [str(tmp_path / "batch-0000-f1")], output),
