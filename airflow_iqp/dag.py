@@ -84,7 +84,7 @@ def intermittent_query(
     dag_id: str | None = None,
     work_dir: str | Path | None = None,
     spark_conn_id: str = "iqp_spark",
-    retries: int = 1,
+    retries: int = 3,
     retry_delay: timedelta = timedelta(seconds=5),
     deadline_callback: Callback | None = None,
     **dag_kwargs: Any,

@@ -29,7 +29,7 @@ from airflow_iqp.dynamic import work_left
 from airflow_iqp.exceptions import CorruptInput
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
-from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
+from airflow_iqp.operators.dispatched import SHORT_WAIT, DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, describe, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.slots import SlotAction, SlotSpec, decide
@@ -126,9 +126,14 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Dynamic: queue when a batch is eligible, skip when the window has nothing left."""
         spec = SlotSpec.from_dict(self.batch)
         self._label(context)
-        selection = spec.window_input.look()
-        with session_scope() as session:
-            decision = decide(session, spec, selection, time.time())
+        waited = time.monotonic() + SHORT_WAIT
+        while True:  # a short wait here, not in the triggerer (see SHORT_WAIT)
+            selection = spec.window_input.look()
+            with session_scope() as session:
+                decision = decide(session, spec, selection, time.time())
+            if decision.action is not SlotAction.WAIT or time.monotonic() > waited:
+                break
+            time.sleep(1.0)
         if decision.action is SlotAction.SKIP:
             raise AirflowSkipException(
                 f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches"
