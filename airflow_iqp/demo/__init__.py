@@ -5,7 +5,8 @@
 standalone` (SQLite, LocalExecutor) under ./.demo/, replays one two-minute window at twice
 the generated rate, unpauses the example DAGs, waits until their window is merged, prints per
 window batches, tuples, predicted vs actual cost, deadline and result rows, and checks every
-result against one Spark SQL pass over the same files. IQP_DEMO_ONCE=1 exits then; otherwise
+result against one Spark SQL pass over the same files; it exits non-zero when a window failed,
+missed its deadline or differs. IQP_DEMO_ONCE=1 exits then; otherwise
 Airflow keeps running (UI address and login printed) until Ctrl-C. Everything it starts runs in
 its own process group and is stopped with it.
 """

@@ -342,7 +342,7 @@ def verify(rows: dict[str, WindowRow], examples: list[Example], started: float) 
 
 
 def main() -> int:
-    """The demo, end to end; exits non-zero when a window failed or its result is wrong."""
+    """The demo, end to end; exits non-zero when a window failed, missed its deadline or its result is wrong."""
     started = time.monotonic()
     once = os.environ.get("IQP_DEMO_ONCE", "") not in ("", "0")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -448,12 +448,17 @@ def main() -> int:
         print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the window start):")
         print(grants_table(grants, window_start))
         bad = [r.query for r in ordered if r.status != "merged" or r.verified is not True]
-        failed = bool(bad)
+        late = [r.query for r in ordered if r.deadline_met is not True]
+        failed = bool(bad or late)
         print()
-        if failed:
+        if bad:
             print(f"FAILED: {', '.join(bad)} (a window failed or its result differs from single-pass Spark SQL)")
         else:
             print("every window merged and equals single-pass Spark SQL over the same files")
+        if late:
+            print(f"FAILED: {', '.join(late)} missed the deadline")
+        else:
+            print("every window met its deadline")
         login = airflow.password()
         print(f"Airflow UI: {API}  login: {login[0]} / {login[1]}" if login else f"Airflow UI: {API}")
         log("demo done", started)
