@@ -191,3 +191,70 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
     assert batch(declaration, window_id, 0, 2).execute(context) == "/data/iqp/batch-0000-f4"
     assert pushed == {"output_location": "/data/iqp/batch-0000-f4"}
     assert batch(declaration, window_id, 1, None).done_output() is None
+
+
+def moved(url: str, window_id: int, rows: list[tuple[int, int, int]]) -> None:
+    """A replan (static_replan) of the batches not frozen: (index, first, last) each."""
+    new = [
+        {
+            "index": index,
+            "first_tuple": first,
+            "last_tuple": last,
+            "release": T0,
+            "latest_start": T0,
+            "planned_start": T0,
+            "predicted_cost": 1.0,
+        }
+        for index, first, last in rows
+    ]
+    with session_scope(url) as s:
+        store.record_replan(s, window_id, new, T0 + WINDOW, {"why": "test"})
+
+
+def test_a_batch_takes_units_as_far_as_its_replanned_end(declaration: Declaration, window: tuple[str, int]) -> None:
+    """The descriptor's `upto` is the first plan's; the ledger's end is the one that counts."""
+    url, window_id = window
+    moved(url, window_id, [(0, 1, 3), (1, 4, 4)])
+    files = [landed(f"{n}.parquet", n) for n in range(1, 6)]
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == [
+        "1.parquet",
+        "2.parquet",
+        "3.parquet",
+    ]
+    assert names(freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))) == ["4.parquet", "5.parquet"]
+
+
+def test_a_batch_a_replan_left_without_units_skips_and_the_last_takes_the_rest(
+    declaration: Declaration, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    planned = [
+        {
+            "index": i,
+            "first_tuple": first,
+            "last_tuple": last,
+            "release": T0,
+            "latest_start": T0,
+            "planned_start": T0,
+            "predicted_cost": 1.0,
+        }
+        for i, (first, last) in enumerate([(1, 2), (3, 4), (5, 6)])
+    ]
+    with session_scope(url) as s:
+        store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 6, {}, planned)
+    files = [landed(f"{n}.parquet", n) for n in range(1, 7)]
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == ["1.parquet", "2.parquet"]
+    moved(url, window_id, [(1, 3, 2), (2, 3, 6)])
+    with pytest.raises(AirflowSkipException, match="batch 1: none"):
+        freeze(url, batch(declaration, window_id, 1, 4), seen(files, 10))
+    assert names(freeze(url, batch(declaration, window_id, 2, None), seen(files, 120))) == [
+        f"{n}.parquet" for n in range(3, 7)
+    ]
+
+
+def test_a_frozen_batch_is_not_replanned(declaration: Declaration, window: tuple[str, int]) -> None:
+    url, window_id = window
+    freeze(url, batch(declaration, window_id, 0, 2), seen([landed("a.parquet", 1), landed("b.parquet", 2)], 10))
+    with pytest.raises(ValueError, match="batch 0 has frozen its files"):
+        moved(url, window_id, [(0, 1, 3)])
