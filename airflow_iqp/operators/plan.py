@@ -30,13 +30,13 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
 from airflow_iqp.costs import planning_margin, planning_model, planning_rate
-from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
-from airflow_iqp.demand import window_demand
+from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs
+from airflow_iqp.demand import static_plan, window_demand
 from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
-from airflow_iqp.planning.admission import admit, blocking
+from airflow_iqp.planning.admission import admit
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.window_input import InputSpec
 
@@ -154,8 +154,7 @@ class PlanWindowOperator(BaseOperator):
         that room (seconds).
         """
         others = {q.name: q.longest_job for q in store.demands(session)}
-        room, blocker = blocking(self.declaration.dag_id, others)
-        planned = plan_files(self.declaration, rate, model, blocking=room)
+        planned, room, blocker = static_plan(self.declaration, rate, model, others)
         admission = self.admit(session, window_demand(self.declaration, rate, model, room))
         plan = planned.plan
         if not plan.feasible:
