@@ -29,7 +29,7 @@ from airflow_iqp.constants import BatchStatus
 from airflow_iqp.declaration import file_costs
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.replan import Remaining, replan
+from airflow_iqp.planning.replan import Remaining, Replan, replan
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -68,7 +68,7 @@ def replan_window(
 ) -> dict[str, Any] | None:
     """Replan the window's batches after batch `index` if it ended off its plan; returns the
     note recorded in the plan's `replans`, or None when the plan stands (kept to, nothing left
-    to replan, not a deadline plan, or the replan changes nothing).
+    to replan, not a deadline plan, or the replan changes neither the batches nor the room).
     """
     window = store.window_summary(session, window_id)
     plan = window.plan
@@ -80,8 +80,8 @@ def replan_window(
     if not tasks or min(b.index for b in tasks) < max(b.index for b in frozen):
         return None  # the last batch has taken the rest, or batches froze out of order (all ready at once)
     replans = plan.get("replans", [])
-    room = float(replans[-1]["blocking_left"] if replans else plan["blocking"])
-    room = max(0.0, room - max(0.0, lateness(ended)))
+    previous = float(replans[-1]["blocking_left"] if replans else plan["blocking"])
+    room = max(0.0, previous - max(0.0, lateness(ended)))
     files, rate = int(plan["expected_files"]), float(plan["files_per_second"])
     start = window.window_start
     done = max(b.last_tuple for b in frozen)
@@ -94,25 +94,12 @@ def replan_window(
         cost=file_costs(model, float(plan["rows_per_file"])),
         merge=model.merge,
     )
-    at = max(now, window.window_end) if not result.batches else now
-    empty = {"first_tuple": done + 1, "last_tuple": done, "release": at, "latest_start": at}
-    rows = [{"index": b.index, **empty, "planned_start": at, "predicted_cost": 0.0} for b in tasks]
-    if not result.batches:
-        rows[-1]["last_tuple"] = max(files, done)  # the last task takes whatever is left once final
-    for row, new in zip(rows[len(rows) - len(result.batches) :], result.batches, strict=True):
-        begin = start + timedelta(seconds=new.start)
-        row |= {
-            "first_tuple": new.first,
-            "last_tuple": new.last,
-            "release": start + timedelta(seconds=new.release),
-            "latest_start": begin,
-            "planned_start": begin,
-            "predicted_cost": new.cost,
-        }
-    if all(
+    rows = _rows(tasks, result, done, files, start, max(now, window.window_end))
+    unchanged = all(
         tuple(row[k] for k in _ROW) == tuple(getattr(old, k) for k in _ROW)
         for row, old in zip(rows, tasks, strict=True)
-    ):
+    )
+    if unchanged and room == previous:
         return None
     note = {
         "at": now.isoformat(),
@@ -125,3 +112,32 @@ def replan_window(
     }
     store.record_replan(session, window_id, rows, start + timedelta(seconds=result.finish), note)
     return note
+
+
+def _rows(
+    tasks: list[BatchSummary], result: Replan, done: int, files: int, start: datetime, closed: datetime
+) -> list[dict[str, Any]]:
+    """The tasks' new batch rows: the plan's batches on the last tasks, no units on the ones
+    before (due when the window's next job is, which is what inserted idle time reads), and with
+    no batch at all, the last task takes whatever is left once the input is final (`closed`).
+    """
+    if result.batches:
+        due = start + timedelta(seconds=result.batches[0].release)
+        begin = start + timedelta(seconds=result.batches[0].start)
+    else:
+        due = begin = closed
+    empty = {"first_tuple": done + 1, "last_tuple": done, "release": due, "latest_start": begin}
+    rows = [{"index": b.index, **empty, "planned_start": begin, "predicted_cost": 0.0} for b in tasks]
+    if not result.batches:
+        rows[-1]["last_tuple"] = max(files, done)
+    for row, new in zip(rows[len(rows) - len(result.batches) :], result.batches, strict=True):
+        at = start + timedelta(seconds=new.start)
+        row |= {
+            "first_tuple": new.first,
+            "last_tuple": new.last,
+            "release": start + timedelta(seconds=new.release),
+            "latest_start": at,
+            "planned_start": at,
+            "predicted_cost": new.cost,
+        }
+    return rows

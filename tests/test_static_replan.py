@@ -46,11 +46,9 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-@pytest.fixture
-def window(tmp_path: Path) -> tuple[str, int]:
+def planned_window(url: str) -> int:
     """20 files at 1 file/s in a 20 s window, due 35 s after its start, 3 s left for blocking:
     three batches, files 1-4 from 6.5 s, 5-12 from 11.5 s, 13-20 from 20.5 s."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
     plan = replan(
         Remaining(0, 0, FILES, tasks=FILES),
         arrival=ArrivalCurve.fixed_rate(0.0, FILES - 1.0, FILES),
@@ -76,8 +74,13 @@ def window(tmp_path: Path) -> tuple[str, int]:
     recorded = {"expected_files": FILES, "files_per_second": 1.0, "rows_per_file": 1.0, "blocking": BLOCKING}
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window_id = store.record_plan(s, "iqp_q6", T0, at(20), at(DEADLINE), FILES, recorded, rows)
-    return url, window_id
+        return store.record_plan(s, "iqp_q6", T0, at(20), at(DEADLINE), FILES, recorded, rows)
+
+
+@pytest.fixture
+def window(tmp_path: Path) -> tuple[str, int]:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    return url, planned_window(url)
 
 
 def run_first_batch(url: str, window_id: int, start: float, seconds: float) -> None:
@@ -153,3 +156,28 @@ def test_a_short_batch_with_a_cheaper_model_releases_the_next_one_earlier(window
     assert nxt.release < old.release
     assert after.predicted_finish is not None
     assert after.predicted_finish <= after.deadline - timedelta(seconds=BLOCKING)
+
+
+def test_a_second_late_batch_takes_the_room_the_first_left(window: tuple[str, int]) -> None:
+    url, window_id = window
+    run_first_batch(url, window_id, start=6.5, seconds=7.0)
+    first, after = replanned(url, window_id, PLANNED, now=13.5)
+    assert first is not None
+    nxt = after.batches[1]
+    started = (nxt.planned_start - T0).total_seconds()
+    files = [
+        DataFile("lineitem", f"file:///data/lineitem/{i}.parquet", f"{i}.parquet", 10, at(i))
+        for i in range(4, nxt.last_tuple)
+    ]
+    with session_scope(url) as s:
+        store.freeze_files(s, window_id, 1, {"lineitem": files})
+        store.start_batch(s, window_id, 1)
+        store.finish_batch(
+            s, window_id, 1, at(started), at(started + nxt.predicted_cost + 2), 8, nxt.predicted_cost + 2, "/out/1"
+        )
+    with session_scope(url) as s:
+        second = replan_window(s, window_id, 1, PLANNED, at(started + nxt.predicted_cost + 2))
+    assert second is not None
+    assert second["blocking_left"] == 0.0
+    with session_scope(url) as s:
+        assert [r["after_batch"] for r in store.window_summary(s, window_id).plan["replans"]] == [0, 1]

@@ -231,11 +231,30 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
             observe(session, self.declaration, self.execution_path(), JobKind.PARTIAL, rows, seconds)
-            if not self.is_slot and (model := planning_model(session, self.declaration, self.execution_path())):
-                if (note := replan_window(session, window_id, index, model, ended)) is not None:
-                    self.log.info("window replanned: %s; %d batch(es) left with units", note["why"], note["batches"])
+        if not self.is_slot:
+            self._replan(window_id, index, ended)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
+
+    def _replan(self, window_id: int, index: int, ended: datetime) -> None:
+        """Static: replan the window's remaining batches if this one ended off its plan
+        (`static_replan`), in a transaction of its own, still under the lease: the batch is
+        recorded done whatever the replan does, and a plan that cannot be remade is kept.
+        """
+        try:
+            with session_scope() as session:
+                model = planning_model(session, self.declaration, self.execution_path())
+                note = None if model is None else replan_window(session, window_id, index, model, ended)
+        except ValueError as err:  # the planner refusing its input: the plan stands
+            self.log.warning("window %d not replanned after batch %d: %s", window_id, index, err)
+            return
+        if note is not None:
+            self.log.info(
+                "window replanned: %s; %d batch(es) left with units, %s",
+                note["why"],
+                note["batches"],
+                "deadline held" if note["feasible"] else note["reason"],
+            )
 
     def _run_job(
         self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchStatus, Mode
+from airflow_iqp.constants import BatchStatus, ExecutionPath, Mode
 from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.operators import partial
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.window_input import ORIGIN, InputSpec
+from tests.test_static_replan import PLANNED, planned_window, run_first_batch
+from tests.test_static_replan import at as replanned_at
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -258,3 +261,43 @@ def test_a_frozen_batch_is_not_replanned(declaration: Declaration, window: tuple
     freeze(url, batch(declaration, window_id, 0, 2), seen([landed("a.parquet", 1), landed("b.parquet", 2)], 10))
     with pytest.raises(ValueError, match="batch 0 has frozen its files"):
         moved(url, window_id, [(0, 1, 3)])
+
+
+def test_a_static_batch_that_ended_late_replans_its_window(
+    declaration: Declaration, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    window_id = planned_window(url)
+    run_first_batch(url, window_id, start=6.5, seconds=7.0)
+    task = batch(declaration, window_id, 0, 4)
+    monkeypatch.setattr(task, "execution_path", lambda: ExecutionPath.SPARK_SUBMIT)
+    monkeypatch.setattr(partial, "planning_model", lambda *_: PLANNED)
+    task._replan(window_id, 0, replanned_at(13.5))
+    with session_scope(url) as s:
+        summary = store.window_summary(s, window_id)
+    assert [r["after_batch"] for r in summary.plan["replans"]] == [0]
+    assert summary.batches[1].last_tuple < 12
+
+
+def test_a_replan_that_fails_leaves_the_batch_done_and_the_plan_as_it_was(
+    declaration: Declaration, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    window_id = planned_window(url)
+    run_first_batch(url, window_id, start=6.5, seconds=7.0)
+    task = batch(declaration, window_id, 0, 4)
+    monkeypatch.setattr(task, "execution_path", lambda: ExecutionPath.SPARK_SUBMIT)
+    monkeypatch.setattr(partial, "planning_model", lambda *_: PLANNED)
+
+    def refuse(*_: object) -> None:
+        raise ValueError("total (3) is more than the arrival curve delivers (2)")
+
+    monkeypatch.setattr(partial, "replan_window", refuse)
+    task._replan(window_id, 0, replanned_at(13.5))
+    with session_scope(url) as s:
+        summary = store.window_summary(s, window_id)
+    assert summary.batches[0].status == BatchStatus.DONE
+    assert "replans" not in summary.plan
+    assert [b.last_tuple for b in summary.batches] == [4, 12, 20]
