@@ -303,17 +303,17 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Static: this batch's files, frozen once (a retry keeps them).
 
         A batch takes the units up to its planned end (as the ledger holds it: a replan may have
-        moved it) that no batch has taken, leaving those up to
-        the end of an earlier batch that has not frozen its files yet: when a past window's
-        batches all become ready at once (a backfill, `airflow dags test`), the order they run in
-        does not change the plan's batch sizes.
+        moved it) that no batch has taken, leaving those up to the end of an earlier batch that
+        has not frozen its files yet: when a past window's batches all become ready at once (a
+        backfill, `airflow dags test`), the order they run in does not change the plan's batch
+        sizes.
         """
         window_id, index = self.batch["window_id"], self.batch["index"]
-        upto = None if self.batch["upto"] is None else store.planned_upto(session, window_id, index)
         summary = store.window_summary(session, window_id)
         current = next(b for b in summary.batches if b.index == index)
         if current.files is not None:
             return index
+        upto = None if self.batch["upto"] is None else current.last_tuple
         taken = store.frozen_files(session, window_id)
         pending = [b for b in summary.batches if b.index < index and b.files is None]
         reserved = max((b.last_tuple for b in pending if b.status != BatchStatus.SKIPPED), default=0)
