@@ -14,10 +14,23 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import Mode
 from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
-from airflow_iqp.planning.admission import RecurringQuery
+from airflow_iqp.planning.admission import RecurringQuery, blocking
 
 if TYPE_CHECKING:
-    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
+    from collections.abc import Mapping
+
+    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration, WindowPlan
+
+
+def static_plan(
+    declaration: Declaration, rate: ArrivalRate, model: CostModel, longest_jobs: Mapping[str, float]
+) -> tuple[WindowPlan, float, str | None]:
+    """The static plan the `plan` task runs: against the deadline less the longest job another
+    query sharing the resource may hold it for (`longest_jobs`, by DAG id: the demands every plan
+    records); with that room, and whose job it is (None: no other query).
+    """
+    room, blocker = blocking(declaration.dag_id, longest_jobs)
+    return plan_files(declaration, rate, model, blocking=room), room, blocker
 
 
 def window_demand(

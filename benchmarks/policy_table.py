@@ -21,6 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 IQP = REPO / ".venv" / "bin" / "iqp"
 
+MARGIN_POLICIES = "edf,llf,edf-idle,llf-idle,edf-margin,llf-margin,edf-idle-margin,llf-idle-margin"
+
 # (label, arguments): the volumes the docs report, not a search for a matching one.
 RUNS = [
     *[
@@ -38,6 +40,14 @@ RUNS = [
         (f"sf{scale}-{path}-FR", ["--path", path, "--volume", scale, "--profile", "FR"])
         for path in ("in_process", "spark_submit")
         for scale in ("0.1", "1")
+    ],
+    # Jobs that stray from the model (relative std 0.3, two seeds) with and without idle time and margins.
+    *[
+        (
+            f"sf1-spread0.3-seed{seed}-in_process-FR",
+            ["--volume", "1", "--spread", "0.3", "--seed", seed, "--policies", MARGIN_POLICIES],
+        )
+        for seed in ("0", "1")
     ],
     # The paper picks the first query at random: the default seed, once.
     *[

@@ -23,8 +23,12 @@ from typing import Any
 
 from airflow_iqp.planning.cost_model_file import PATHS
 from airflow_iqp.simulation import protocol, report, workload
+from airflow_iqp.simulation.engine import Noise
 from airflow_iqp.tpch.replay import PROFILES
 from airflow_iqp.validation import number
+
+# The examples' fitted models (declaration.EXAMPLE_COST_MODELS, not imported: it loads Airflow).
+EXAMPLE_COST_MODELS = Path(__file__).resolve().parents[1] / "examples" / "cost_models"
 
 
 def volume_arg(text: str) -> str | float:
@@ -47,10 +51,18 @@ def positive_arg(text: str) -> float:
         raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text!r}") from None
 
 
+def non_negative_arg(text: str) -> float:
+    """--spread and --margin: a finite number >= 0."""
+    try:
+        return number(float(text), "value", minimum=0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text!r}") from None
+
+
 def columns_arg(text: str) -> tuple[protocol.Column, ...]:
     """--policies: a comma-separated subset of the table's columns, in the order given."""
     names = [name.strip() for name in text.split(",") if name.strip()]
-    by_name = {c.name: c for c in protocol.COLUMNS}
+    by_name = {c.name: c for c in (*protocol.COLUMNS, *protocol.MARGIN_COLUMNS)}
     known = ", ".join(by_name)
     if not names:
         raise argparse.ArgumentTypeError(f"must list at least one of {known}, got {text!r}")
@@ -69,7 +81,12 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         description="\n".join(doc or "" for doc in (__doc__, protocol.__doc__, workload.__doc__)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--cost-models", type=Path, default=Path("cost_models"), help="directory of fitted cost models")
+    p.add_argument(
+        "--cost-models",
+        type=Path,
+        default=EXAMPLE_COST_MODELS,
+        help="directory of fitted cost models (default: the examples' shipped with the package)",
+    )
     p.add_argument("--workload", type=Path, help="JSON file listing the queries instead (schema above)")
     p.add_argument(
         "--volume",
@@ -100,12 +117,27 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="order in which deadlines are staggered: single-batch cost ascending (default) or a "
         "random permutation drawn with --seed (the paper picks the first query at random)",
     )
-    p.add_argument("--seed", type=int, default=0, help="seed of --order random")
+    p.add_argument("--seed", type=int, default=0, help="seed of --order random and of --spread's draws")
+    p.add_argument(
+        "--spread",
+        type=non_negative_arg,
+        default=0.0,
+        help="jobs take the model's cost times a random factor of mean 1 and this relative standard "
+        "deviation (default 0: exactly the model's)",
+    )
+    p.add_argument(
+        "--margin",
+        type=non_negative_arg,
+        default=2.0,
+        help="the -margin columns estimate every job at 1 + MARGIN x spread times the model's cost "
+        "(default 2, as learned models are planned: costs.MARGIN_K)",
+    )
     p.add_argument(
         "--policies",
         type=columns_arg,
         default=protocol.COLUMNS,
-        help="comma-separated columns to run (default all: edf,llf,sjf,rr,edf-trad,llf-trad,edf-idle,llf-idle)",
+        help="comma-separated columns to run (default edf,llf,sjf,rr,edf-trad,llf-trad,edf-idle,llf-idle; "
+        "also edf-margin,llf-margin,edf-idle-margin,llf-idle-margin)",
     )
     p.add_argument("--png", type=Path, help="also draw the table: deadlines met and cost per delta and policy")
     p.set_defaults(func=run)
@@ -141,9 +173,18 @@ def run(args: argparse.Namespace) -> int:
         title = f"{len(queries)} queries, {protocol.PAPER_FILES} files, profile {profile}, {path}, volume {shown}"
         files = protocol.PAPER_FILES
     order = protocol.deadline_order(queries, args.order, args.seed)
-    experiment = protocol.Experiment(queries, window_end, order, args.alpha, args.tau_max)
+    if args.spread == 0 and any(c.margin for c in args.policies):
+        print(
+            "iqp simulate: note: without --spread jobs take exactly the model's cost, and the -margin "
+            "columns add no margin",
+            file=sys.stderr,
+        )
+    noise = Noise(args.spread, args.margin, args.seed)
+    experiment = protocol.Experiment(queries, window_end, order, args.alpha, args.tau_max, noise)
     table = experiment.run(args.policies)
     order_text = f"{args.order} order{f' (seed {args.seed})' if args.order == 'random' else ''}"
+    if args.spread:
+        order_text += f"; job costs spread {args.spread:g} (seed {args.seed}), margin {args.margin:g}"
     print("\n".join([*report.setting(experiment, source, order_text, files), *report.table_lines(table)]))
     if args.png:
         title = (

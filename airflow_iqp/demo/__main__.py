@@ -82,26 +82,41 @@ def examples(rows_per_file: float, source: Path | None = None) -> list[Example]:
 
 
 def plans(rows_per_file: float) -> dict[str, object]:
-    """Each example's WindowPlan (static) or DynamicBatching at the demo's rate, or its error."""
-    from airflow_iqp.declaration import ArrivalRate, dynamic_batching, plan_files
+    """Each example's WindowPlan (static) or DynamicBatching at the demo's rate, or its error.
+
+    A static plan is the one its `plan` task runs once every example has recorded its demand
+    (`demand.static_plan`): it leaves room for the longest job another example may hold the
+    shared resource for.
+    """
+    from airflow_iqp.declaration import ArrivalRate, dynamic_batching
+    from airflow_iqp.demand import static_plan, window_demand
 
     try:
         loaded = examples(rows_per_file)
     except InvalidDeclaration as err:
         return {"examples": err}
     out: dict[str, object] = {}
+    priced = []
     for example in loaded:
         declaration = example.declaration
         if not isinstance(declaration.rate, ArrivalRate):
             out[example.query] = InvalidDeclaration(f"{example.dag_id} must declare an ArrivalRate for the demo")
             continue
         try:
-            dynamic = declaration.mode == Mode.DYNAMIC
-            rate = declaration.rate
             model = declaration.fitted_model(execution_path())
-            out[example.query] = (
-                dynamic_batching(declaration, rate, model) if dynamic else plan_files(declaration, rate, model)
-            )
+            demand = window_demand(declaration, declaration.rate, model)
+        except InvalidDeclaration as err:
+            out[example.query] = err
+            continue
+        priced.append((example, declaration.rate, model, demand.longest_job))
+    longest = {example.dag_id: job for example, _, _, job in priced}
+    for example, rate, model, _ in priced:
+        declaration = example.declaration
+        try:
+            if declaration.mode == Mode.DYNAMIC:
+                out[example.query] = dynamic_batching(declaration, rate, model)
+            else:
+                out[example.query] = static_plan(declaration, rate, model, longest)[0]
         except InvalidDeclaration as err:
             out[example.query] = err
     return out

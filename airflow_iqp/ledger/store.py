@@ -15,6 +15,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import BatchReason, BatchStatus, Mode, WindowStatus
+from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import lookup
 from airflow_iqp.ledger.files import (
     FrozenFile,
@@ -59,8 +60,10 @@ __all__ = [
     "quarantine_file",
     "record_cost_observation",
     "record_file_event",
-    "refresh_frozen",
+    "planned_upto",
     "record_merge",
+    "record_replan",
+    "refresh_frozen",
     "record_plan",
     "record_result",
     "register_query",
@@ -200,6 +203,41 @@ def record_plan(
     ]
     session.flush()
     return window.id
+
+
+def planned_upto(session: Session, window_id: int, index: int) -> int:
+    """How far into the window a static batch takes units now: its plan's, or a replan's."""
+    found = session.scalar(select(Batch.last_tuple).where(Batch.window_id == window_id, Batch.batch_index == index))
+    if found is None:
+        raise LedgerLookupError(f"window {window_id} batch", index)
+    return found
+
+
+def record_replan(
+    session: Session,
+    window_id: int,
+    batches: Sequence[Mapping[str, Any]],
+    predicted_finish: datetime,
+    note: Mapping[str, Any],
+) -> None:
+    """A static window's remaining batches, replanned (`airflow_iqp.static_replan`): each mapping holds
+    the index of a batch not frozen yet and its new first_tuple, last_tuple, release,
+    latest_start, planned_start and predicted_cost. `note` (when, after which batch, why) is
+    appended to the plan's `replans`, which the UI and `iqp plan` read with the rest of the plan.
+    """
+    window = session.scalar(select(Window).where(Window.id == window_id).with_for_update())
+    if window is None:
+        raise LedgerLookupError("window", window_id)
+    rows = {b.batch_index: b for b in window.batches}
+    for new in batches:
+        row = rows[new["index"]]
+        if row.files is not None:
+            raise ValueError(f"window {window_id} batch {new['index']} has frozen its files: it cannot be replanned")
+        for key in ("first_tuple", "last_tuple", "release", "latest_start", "planned_start", "predicted_cost"):
+            setattr(row, key, new[key])
+    window.plan = {**window.plan, "replans": [*window.plan.get("replans", []), dict(note)]}
+    window.predicted_finish = predicted_finish
+    session.flush()
 
 
 def _reopen(session: Session, window: Window) -> None:
@@ -378,6 +416,7 @@ class BatchSummary:
     output_location: str | None
     slot: int | None = None
     reason: str | None = None  # a BatchReason; the column has no CHECK, so older rows may hold others
+    release: datetime | None = None  # when its newest unit is planned to land
 
 
 @dataclass(frozen=True)
@@ -455,6 +494,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
                 output_location=b.output_location,
                 slot=b.slot,
                 reason=b.reason,
+                release=b.release,
             )
             for b in w.batches
         ),

@@ -36,6 +36,7 @@ from airflow_iqp.slots import SlotAction, SlotSpec, decide
 from airflow_iqp.spark.jobs.inputs import CorruptFile
 from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
+from airflow_iqp.static_replan import replan_window
 from airflow_iqp.streams.quarantine import quarantine
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
@@ -112,7 +113,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             return output
         if self.is_slot:
             return self.on_ready(context)
-        trigger = WindowInputTrigger(self.batch["input"], self.batch["upto"])
+        trigger = self._input_trigger()
         if trigger.ready() is None:
             self.defer(trigger=trigger, method_name="on_landed")
         return self.on_landed(context)
@@ -148,7 +149,14 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """
         if self.is_slot:
             return self.on_ready(context)
-        self.defer(trigger=WindowInputTrigger(self.batch["input"], self.batch["upto"]), method_name="on_landed")
+        self.defer(trigger=self._input_trigger(), method_name="on_landed")
+
+    def _input_trigger(self) -> WindowInputTrigger:
+        """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
+        (a replan may have moved it; see `static_replan`), or for the input to be final.
+        """
+        where = None if self.batch["upto"] is None else (self.batch["window_id"], self.batch["index"])
+        return WindowInputTrigger(self.batch["input"], self.batch["upto"], batch=where)
 
     # -- what the dispatcher ranks ------------------------------------------------------------
 
@@ -223,8 +231,30 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
             observe(session, self.declaration, self.execution_path(), JobKind.PARTIAL, rows, seconds)
+        if not self.is_slot:
+            self._replan(window_id, index, ended)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
+
+    def _replan(self, window_id: int, index: int, ended: datetime) -> None:
+        """Static: replan the window's remaining batches if this one ended off its plan
+        (`static_replan`), in a transaction of its own, still under the lease: the batch is
+        recorded done whatever the replan does, and a plan that cannot be remade is kept.
+        """
+        try:
+            with session_scope() as session:
+                model = planning_model(session, self.declaration, self.execution_path())
+                note = None if model is None else replan_window(session, window_id, index, model, ended)
+        except ValueError as err:  # the planner refusing its input: the plan stands
+            self.log.warning("window %d not replanned after batch %d: %s", window_id, index, err)
+            return
+        if note is not None:
+            self.log.info(
+                "window replanned: %s; %d batch(es) left with units, %s",
+                note["why"],
+                note["batches"],
+                "deadline held" if note["feasible"] else note["reason"],
+            )
 
     def _run_job(
         self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path
@@ -272,16 +302,18 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     def _freeze(self, session: Session, selection: WindowSelection) -> int:
         """Static: this batch's files, frozen once (a retry keeps them).
 
-        A batch takes the units up to its planned end that no batch has taken, leaving those up to
-        the end of an earlier batch that has not frozen its files yet: when a past window's
-        batches all become ready at once (a backfill, `airflow dags test`), the order they run in
-        does not change the plan's batch sizes.
+        A batch takes the units up to its planned end (as the ledger holds it: a replan may have
+        moved it) that no batch has taken, leaving those up to the end of an earlier batch that
+        has not frozen its files yet: when a past window's batches all become ready at once (a
+        backfill, `airflow dags test`), the order they run in does not change the plan's batch
+        sizes.
         """
-        window_id, index, upto = self.batch["window_id"], self.batch["index"], self.batch["upto"]
+        window_id, index = self.batch["window_id"], self.batch["index"]
         summary = store.window_summary(session, window_id)
         current = next(b for b in summary.batches if b.index == index)
         if current.files is not None:
             return index
+        upto = None if self.batch["upto"] is None else current.last_tuple
         taken = store.frozen_files(session, window_id)
         pending = [b for b in summary.batches if b.index < index and b.files is None]
         reserved = max((b.last_tuple for b in pending if b.status != BatchStatus.SKIPPED), default=0)

@@ -30,13 +30,13 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
 from airflow_iqp.costs import planning_margin, planning_model, planning_rate
-from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
-from airflow_iqp.demand import window_demand
+from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs
+from airflow_iqp.demand import static_plan, window_demand
 from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
-from airflow_iqp.planning.admission import admit, blocking
+from airflow_iqp.planning.admission import admit
 from airflow_iqp.slots import SlotSpec
 from airflow_iqp.window_input import InputSpec
 
@@ -81,7 +81,7 @@ class PlanWindowOperator(BaseOperator):
             self.register(session)
             model = planning_model(session, decl, path)
             rate = planning_rate(session, decl)
-            admission = None
+            admission, room = None, None
             backfill = context["dag_run"].run_type == DagRunType.BACKFILL
             if backfill or datetime.now(UTC) >= final_at:
                 how, batches = self.historical(session, window_input, model, rate, backfill)
@@ -92,8 +92,8 @@ class PlanWindowOperator(BaseOperator):
             elif decl.mode is Mode.DYNAMIC:
                 return self.open_slots(session, context, window_input, rate, model)
             else:
-                how, batches, admission = self.planned(session, rate, model)
-            window_id = self.record(session, context, batches, how, rate, model, backfill, admission)
+                how, batches, admission, room = self.planned(session, rate, model)
+            window_id = self.record(session, context, batches, how, rate, model, backfill, admission, room)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
             {
@@ -146,13 +146,15 @@ class PlanWindowOperator(BaseOperator):
         end = window.total_seconds()
         return [PlannedBatch(index, None, end, end, 0.0)]
 
-    def planned(self, session: Session, rate: ArrivalRate, model: CostModel) -> tuple[str, list[PlannedBatch], str]:
+    def planned(
+        self, session: Session, rate: ArrivalRate, model: CostModel
+    ) -> tuple[str, list[PlannedBatch], str, float]:
         """The paper's static plan at `rate`, in units of the window, leaving room for the longest
-        job another registered query may hold the shared resource for; and admission's verdict.
+        job another registered query may hold the shared resource for; admission's verdict; and
+        that room (seconds).
         """
         others = {q.name: q.longest_job for q in store.demands(session)}
-        room, blocker = blocking(self.declaration.dag_id, others)
-        planned = plan_files(self.declaration, rate, model, blocking=room)
+        planned, room, blocker = static_plan(self.declaration, rate, model, others)
         admission = self.admit(session, window_demand(self.declaration, rate, model, room))
         plan = planned.plan
         if not plan.feasible:
@@ -165,7 +167,7 @@ class PlanWindowOperator(BaseOperator):
         how = f"planned at {rate.files_per_second:g} files/s of ~{rate.rows_per_file:.0f} rows"
         if blocker is not None:
             how += f", {room:.1f} s left for {blocker}'s longest job"
-        return how, batches, admission
+        return how, batches, admission, room
 
     def admit(self, session: Session, demand: RecurringQuery) -> str:
         """Record the query's demand and test every registered query's together (admission):
@@ -210,8 +212,12 @@ class PlanWindowOperator(BaseOperator):
         model: CostModel | None,
         backfill: bool,
         admission: str | None,
+        blocking: float | None = None,
     ) -> int:
-        """The window and its static batches in the ledger; returns the window id."""
+        """The window and its static batches in the ledger; returns the window id. `blocking`,
+        the room left for another query's longest job, is recorded for a plan made for the
+        deadline only: a batch that ends off it replans the rest with it (`static_replan`).
+        """
         decl = self.declaration
         start, end = run_window(context)
         expected = 0 if rate is None else rate.files_in(decl.window)
@@ -233,6 +239,7 @@ class PlanWindowOperator(BaseOperator):
                 "expected_files": expected,
                 "merge_cost": merge,
                 "admission": admission,
+                "blocking": blocking,
                 "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
             },
             batches=[

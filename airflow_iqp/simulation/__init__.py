@@ -8,6 +8,6 @@ report: the table and the picture.
 
 from __future__ import annotations
 
-from airflow_iqp.simulation.engine import IdleEntry, LogEntry, Outcome, SimQuery, SimResult, simulate
+from airflow_iqp.simulation.engine import IdleEntry, LogEntry, Noise, Outcome, SimQuery, SimResult, simulate
 
-__all__ = ["IdleEntry", "LogEntry", "Outcome", "SimQuery", "SimResult", "simulate"]
+__all__ = ["IdleEntry", "LogEntry", "Noise", "Outcome", "SimQuery", "SimResult", "simulate"]

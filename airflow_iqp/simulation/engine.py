@@ -9,12 +9,14 @@ is logged so that invariants (no overlap, no batch before its input) can be chec
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import JobKind
 from airflow_iqp.dynamic import QueryState, check_policy, inserted_idle, next_ready_time, ready_job
 from airflow_iqp.planning.arrival import ArrivalCurve
+from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 from airflow_iqp.simulation.queue import Waiter, pick, upcoming
 from airflow_iqp.validation import number, whole_number
 
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow_iqp.dynamic import Job
-    from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 
 @dataclass
@@ -60,20 +61,62 @@ class SimQuery:
         """Tuples its window really holds: the declared total, or all the arrival delivers."""
         return self.arrival.total if self.total is None else self.total
 
-    def state(self, alpha: float, tau_max: float) -> QueryState:
-        """The dynamic scheduler's state of this query at its submission."""
+    def state(self, alpha: float, tau_max: float, margin: float = 1.0) -> QueryState:
+        """The dynamic scheduler's state of this query at its submission; it estimates every job
+        at `margin` times the model's cost (MinBatch, laxity, remaining work, idle time).
+        """
         return QueryState(
             name=self.name,
             declared_total=self.total,
             arrival=self.arrival,
             window_end=self.window_end,
             deadline=self.deadline,
-            cost=self.cost,
-            agg_cost=self.agg_cost,
+            cost=scaled(self.cost, margin),
+            agg_cost=None if self.agg_cost is None else scaled(self.agg_cost, margin),
             alpha=alpha,
             tau_max=tau_max,
             submit_at=self.arrival.first_arrival if self.submit_at is None else self.submit_at,
         )
+
+
+def scaled(cost: LinearCost | PiecewiseLinearCost, factor: float) -> LinearCost | PiecewiseLinearCost:
+    """The cost model with every prediction `factor` times as long."""
+    if factor == 1.0:
+        return cost
+    if isinstance(cost, LinearCost):
+        return LinearCost(cost.per_tuple * factor, cost.overhead * factor)
+    return PiecewiseLinearCost([(x, y * factor) for x, y in cost.points])
+
+
+@dataclass(frozen=True)
+class Noise:
+    """Jobs that do not take what the model says: each takes the model's cost times a factor
+    drawn from a lognormal of mean 1 and relative standard deviation `spread`, seeded by the
+    query, the kind and the job's number, so every column meets the same surprises for the same
+    job. The scheduler then estimates with a margin of `margin` standard deviations, as a
+    learned model is planned with (`costs.planning_model`: 1 + mean + k std, the mean 0 here).
+    """
+
+    spread: float = 0.0
+    margin: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        number(self.spread, "spread", minimum=0)
+        number(self.margin, "margin", minimum=0)
+
+    @property
+    def estimate(self) -> float:
+        """How many times the model's cost the scheduler expects a job to take."""
+        return 1.0 + self.margin * self.spread
+
+    def factor(self, query: str, kind: JobKind, index: int) -> float:
+        """How many times the model's cost this job really takes."""
+        if self.spread == 0:
+            return 1.0
+        sigma2 = math.log1p(self.spread**2)
+        z = random.Random(f"{self.seed}/{query}/{kind}/{index}").gauss(0.0, 1.0)
+        return math.exp(math.sqrt(sigma2) * z - sigma2 / 2)
 
 
 @dataclass(frozen=True)
@@ -188,14 +231,18 @@ def simulate(
     tau_max: float,
     min_batch: bool = True,
     idle: bool = False,
+    noise: Noise | None = None,
 ) -> SimResult:
     """Run every query's window to its final merge; `min_batch=False` is the traditional
     baseline, `idle=True` lets the resource wait for a job of an earlier deadline about to be
     released rather than start a job it would miss its deadline behind (inserted idle time).
+    With `noise`, jobs take other than the model's cost and the scheduler plans with its margin.
     """
     chosen_policy = check_policy(policy)
     _check(queries, alpha, tau_max)
-    states = [q.state(alpha, tau_max) for q in queries]
+    noise = noise or Noise()
+    states = [q.state(alpha, tau_max, noise.estimate) for q in queries]
+    models = {q.name: q for q in queries}
     waiters = [Waiter(s, i, s.submit_at) for i, s in enumerate(states)]
     log: list[LogEntry] = []
     idles: list[IdleEntry] = []
@@ -221,10 +268,11 @@ def simulate(
             now = first.end
             continue
         job, state = jobs[first.request], first.state
-        end = now + job.cost
+        seconds = _actual(models[job.query], job, state.batches, noise)
+        end = now + seconds
         log.append(LogEntry(job.query, job.kind, job.size, now, end))
         first.served(now, end)
-        state.spent += job.cost
+        state.spent += seconds
         if job.kind == JobKind.MERGE:
             state.finish = finish[state.name] = end
         else:
@@ -239,3 +287,12 @@ def simulate(
         single_batch_cost=sum(q.cost.cost(q.tuples) for q in queries),
         idles=idles,
     )
+
+
+def _actual(query: SimQuery, job: Job, batches: int, noise: Noise) -> float:
+    """What `job` really takes: the model's cost (not the scheduler's estimate) times its noise."""
+    if job.kind == JobKind.MERGE:
+        model = 0.0 if job.size <= 1 or query.agg_cost is None else query.agg_cost.cost(job.size)
+    else:
+        model = query.cost.cost(job.size)
+    return model * noise.factor(query.name, job.kind, batches)

@@ -1,7 +1,8 @@
 """Wait in the triggerer until a window's input holds enough units for a static batch, or is final.
 
 Read-only: triggers may run more than once (after a triggerer restart, or twice during a
-hand-over), so this one only lists the streams; the task does the writing.
+hand-over), so this one only lists the streams (and reads its batch's planned end from the
+ledger); the task does the writing.
 
 Polls fall on wall-clock multiples of the interval, so triggers waiting for the same files fire
 together and the dispatcher then orders their jobs, not which trigger looked first.
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.window_input import InputSpec
 
 if TYPE_CHECKING:
@@ -22,25 +24,39 @@ if TYPE_CHECKING:
 
 
 class WindowInputTrigger(BaseTrigger):
-    """Fires once the window has at least `need` units, or its input is final (`need` None: only then)."""
+    """Fires once the window has at least `need` units, or its input is final (`need` None: only then).
+    With `batch` (window id, batch index), `need` is that batch's planned end as the ledger holds
+    it at each look, so a replan of the window (airflow_iqp.static_replan) moves what it waits for.
+    """
 
-    def __init__(self, input: dict[str, Any], need: int | None, poll_interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        input: dict[str, Any],
+        need: int | None,
+        poll_interval: float = 1.0,
+        batch: tuple[int, int] | list[int] | None = None,
+    ) -> None:
         super().__init__()
         self.input = input
         self.need = need
         self.poll_interval = poll_interval
+        self.batch = None if batch is None else (int(batch[0]), int(batch[1]))  # a list after a round trip
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"input": self.input, "need": self.need, "poll_interval": self.poll_interval},
+            {"input": self.input, "need": self.need, "poll_interval": self.poll_interval, "batch": self.batch},
         )
 
     def ready(self) -> dict[str, Any] | None:
         """The event to fire now, or None to keep waiting."""
+        need = self.need
+        if self.batch is not None:
+            with session_scope(read_only=True) as session:
+                need = store.planned_upto(session, *self.batch)
         selection = InputSpec.from_dict(self.input).look()
-        if selection.final or (self.need is not None and len(selection.units) >= self.need):
+        if selection.final or (need is not None and len(selection.units) >= need):
             return {"units": len(selection.units), "final": selection.final}
         return None
 

@@ -125,3 +125,29 @@ def test_a_png_that_cannot_be_written(tmp_path: Path, capsys: pytest.CaptureFixt
     argv = ["simulate", "--workload", str(file), "--policies", "edf", "--png", str(tmp_path / "no" / "x.png")]
     assert main(argv) == 2
     assert "--png" in capsys.readouterr().err
+
+
+def test_spread_and_margin_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--cost-models", str(models(tmp_path)), "--volume", "0.1", "--spread", "0.2"]
+    assert main([*argv, "--margin", "3", "--policies", "edf,edf-margin,llf-idle-margin"]) == 0
+    out = capsys.readouterr().out
+    assert "job costs spread 0.2 (seed 0), margin 3" in out
+    header = next(line for line in out.splitlines() if line.strip().startswith("delta"))
+    assert header.split() == ["delta", "edf", "edf-margin", "llf-idle-margin"]
+
+
+def test_margin_columns_without_spread_say_they_add_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--cost-models", str(models(tmp_path)), "--policies", "edf-margin"]) == 0
+    assert "the -margin columns add no margin" in capsys.readouterr().err
+
+
+def test_a_negative_spread_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--spread", "-1"])
+    assert "--spread: must be a finite number >= 0" in capsys.readouterr().err
+
+
+def test_the_default_models_are_the_ones_the_package_ships(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["simulate", "--policies", "edf"]) == 0
+    shipped = len(list(EXAMPLE_COST_MODELS.glob("*.json")))
+    assert f"{shipped} queries from 4500 files" in capsys.readouterr().out

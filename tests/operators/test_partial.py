@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchStatus, Mode
+from airflow_iqp.constants import BatchStatus, ExecutionPath, Mode
 from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.operators import partial
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.window_input import ORIGIN, InputSpec
+from tests.test_static_replan import PLANNED, planned_window, run_first_batch
+from tests.test_static_replan import at as replanned_at
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -191,3 +194,110 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
     assert batch(declaration, window_id, 0, 2).execute(context) == "/data/iqp/batch-0000-f4"
     assert pushed == {"output_location": "/data/iqp/batch-0000-f4"}
     assert batch(declaration, window_id, 1, None).done_output() is None
+
+
+def moved(url: str, window_id: int, rows: list[tuple[int, int, int]]) -> None:
+    """A replan (static_replan) of the batches not frozen: (index, first, last) each."""
+    new = [
+        {
+            "index": index,
+            "first_tuple": first,
+            "last_tuple": last,
+            "release": T0,
+            "latest_start": T0,
+            "planned_start": T0,
+            "predicted_cost": 1.0,
+        }
+        for index, first, last in rows
+    ]
+    with session_scope(url) as s:
+        store.record_replan(s, window_id, new, T0 + WINDOW, {"why": "test"})
+
+
+def test_a_batch_takes_units_as_far_as_its_replanned_end(declaration: Declaration, window: tuple[str, int]) -> None:
+    """The descriptor's `upto` is the first plan's; the ledger's end is the one that counts."""
+    url, window_id = window
+    moved(url, window_id, [(0, 1, 3), (1, 4, 4)])
+    files = [landed(f"{n}.parquet", n) for n in range(1, 6)]
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == [
+        "1.parquet",
+        "2.parquet",
+        "3.parquet",
+    ]
+    assert names(freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))) == ["4.parquet", "5.parquet"]
+
+
+def test_a_batch_a_replan_left_without_units_skips_and_the_last_takes_the_rest(
+    declaration: Declaration, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    planned = [
+        {
+            "index": i,
+            "first_tuple": first,
+            "last_tuple": last,
+            "release": T0,
+            "latest_start": T0,
+            "planned_start": T0,
+            "predicted_cost": 1.0,
+        }
+        for i, (first, last) in enumerate([(1, 2), (3, 4), (5, 6)])
+    ]
+    with session_scope(url) as s:
+        store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 6, {}, planned)
+    files = [landed(f"{n}.parquet", n) for n in range(1, 7)]
+    assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == ["1.parquet", "2.parquet"]
+    moved(url, window_id, [(1, 3, 2), (2, 3, 6)])
+    with pytest.raises(AirflowSkipException, match="batch 1: none"):
+        freeze(url, batch(declaration, window_id, 1, 4), seen(files, 10))
+    assert names(freeze(url, batch(declaration, window_id, 2, None), seen(files, 120))) == [
+        f"{n}.parquet" for n in range(3, 7)
+    ]
+
+
+def test_a_frozen_batch_is_not_replanned(declaration: Declaration, window: tuple[str, int]) -> None:
+    url, window_id = window
+    freeze(url, batch(declaration, window_id, 0, 2), seen([landed("a.parquet", 1), landed("b.parquet", 2)], 10))
+    with pytest.raises(ValueError, match="batch 0 has frozen its files"):
+        moved(url, window_id, [(0, 1, 3)])
+
+
+def test_a_static_batch_that_ended_late_replans_its_window(
+    declaration: Declaration, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    window_id = planned_window(url)
+    run_first_batch(url, window_id, start=6.5, seconds=7.0)
+    task = batch(declaration, window_id, 0, 4)
+    monkeypatch.setattr(task, "execution_path", lambda: ExecutionPath.SPARK_SUBMIT)
+    monkeypatch.setattr(partial, "planning_model", lambda *_: PLANNED)
+    task._replan(window_id, 0, replanned_at(13.5))
+    with session_scope(url) as s:
+        summary = store.window_summary(s, window_id)
+    assert [r["after_batch"] for r in summary.plan["replans"]] == [0]
+    assert summary.batches[1].last_tuple < 12
+
+
+def test_a_replan_that_fails_leaves_the_batch_done_and_the_plan_as_it_was(
+    declaration: Declaration, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    window_id = planned_window(url)
+    run_first_batch(url, window_id, start=6.5, seconds=7.0)
+    task = batch(declaration, window_id, 0, 4)
+    monkeypatch.setattr(task, "execution_path", lambda: ExecutionPath.SPARK_SUBMIT)
+    monkeypatch.setattr(partial, "planning_model", lambda *_: PLANNED)
+
+    def refuse(*_: object) -> None:
+        raise ValueError("total (3) is more than the arrival curve delivers (2)")
+
+    monkeypatch.setattr(partial, "replan_window", refuse)
+    task._replan(window_id, 0, replanned_at(13.5))
+    with session_scope(url) as s:
+        summary = store.window_summary(s, window_id)
+    assert summary.batches[0].status == BatchStatus.DONE
+    assert "replans" not in summary.plan
+    assert [b.last_tuple for b in summary.batches] == [4, 12, 20]

@@ -286,6 +286,7 @@ def test_a_static_plan_leaves_room_for_another_querys_longest_job(tmp_path: Path
     assert alone.finish + room > (WINDOW + decl.deadline).total_seconds()  # without the room, no room
     window = recorded(url, decl, start)
     assert f"{room:.1f} s left for iqp_other's longest job" in window.plan["how"]
+    assert window.plan["blocking"] == room  # what a replan of its batches leaves room for (static_replan)
     with session_scope(url) as s:
         demands = {q.name: q for q in store.demands(s)}
     assert demands["iqp_q6"] == window_demand(decl, RATE, model, room)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from airflow_iqp.constants import JobKind, Policy
 from airflow_iqp.planning import ArrivalCurve, LinearCost
-from airflow_iqp.simulation import LogEntry, SimQuery, SimResult, simulate
+from airflow_iqp.simulation import LogEntry, Noise, SimQuery, SimResult, simulate
 
 
 @st.composite
@@ -327,3 +327,63 @@ def test_with_inserted_idle_time_every_invariant_still_holds(qs: list[SimQuery],
     for idle in result.idles:
         assert idle.end > idle.start
         assert not any(e.start < idle.end and e.end > idle.start for e in result.log), "idle means no job runs"
+
+
+# -- jobs that stray from the model, and the margin that plans for it ---------------------------
+
+
+def test_noise_draws_have_mean_one_and_the_spread() -> None:
+    noise = Noise(spread=0.3, seed=7)
+    draws = [noise.factor("q", JobKind.PARTIAL, i) for i in range(4000)]
+    mean = sum(draws) / len(draws)
+    std = (sum((d - mean) ** 2 for d in draws) / len(draws)) ** 0.5
+    assert mean == pytest.approx(1.0, abs=0.03)
+    assert std == pytest.approx(0.3, abs=0.03)
+    assert min(draws) > 0
+    assert draws == [Noise(spread=0.3, seed=7).factor("q", JobKind.PARTIAL, i) for i in range(4000)]
+    assert draws != [Noise(spread=0.3, seed=8).factor("q", JobKind.PARTIAL, i) for i in range(4000)]
+
+
+def noisy_query(deadline: float) -> SimQuery:
+    return SimQuery(
+        name="q",
+        total=40,
+        arrival=ArrivalCurve.fixed_rate(0.0, 39.0, 40),
+        window_end=39.0,
+        deadline=deadline,
+        cost=LinearCost(0.5, 1.0),
+        agg_cost=LinearCost(0.25, 0.5),
+    )
+
+
+@pytest.mark.parametrize("margin", [0.0, 2.0])
+def test_jobs_take_the_models_cost_times_their_draw_whatever_the_margin(margin: float) -> None:
+    q = noisy_query(80.0)
+    noise = Noise(spread=0.4, margin=margin, seed=1)
+    result = simulate([q], policy="edf", alpha=0.5, tau_max=30.0, noise=noise)
+    partials = [e for e in result.log if e.kind == JobKind.PARTIAL]
+    assert len(partials) > 1
+    for i, entry in enumerate(partials):
+        expected = q.cost.cost(entry.size) * noise.factor("q", JobKind.PARTIAL, i)
+        assert entry.end - entry.start == pytest.approx(expected)
+    assert result.outcomes["q"].cost == pytest.approx(sum(e.end - e.start for e in result.log))
+
+
+def test_without_spread_the_margin_changes_nothing() -> None:
+    q = noisy_query(60.0)
+    plain = simulate([q], policy="llf", alpha=0.5, tau_max=30.0)
+    margin = simulate([q], policy="llf", alpha=0.5, tau_max=30.0, noise=Noise(spread=0.0, margin=2.0))
+    assert margin.log == plain.log
+
+
+def test_the_scheduler_estimates_with_the_margin() -> None:
+    q = noisy_query(60.0)
+    state = q.state(alpha=0.5, tau_max=30.0, margin=1.4)
+    assert state.cost.cost(10) == pytest.approx(1.4 * q.cost.cost(10))
+    assert state.agg_cost is not None
+    assert state.agg_cost.cost(3) == pytest.approx(1.4 * LinearCost(0.25, 0.5).cost(3))
+
+
+def test_a_negative_spread_is_refused() -> None:
+    with pytest.raises(ValueError, match="spread"):
+        Noise(spread=-0.1)

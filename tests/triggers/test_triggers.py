@@ -120,6 +120,33 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
     return url, window_id
 
 
+def test_window_input_trigger_waits_as_far_as_the_ledger_plans_its_batch(
+    tmp_path: Path, ledger: tuple[str, int]
+) -> None:
+    """A replan moves a waiting static batch's end: the trigger reads it at every look."""
+    url, window_id = ledger
+    row = {"release": T0, "latest_start": T0, "planned_start": T0, "predicted_cost": 1.0}
+    with session_scope(url) as s:
+        window_id = store.record_plan(
+            s,
+            "iqp_sales",
+            T0,
+            T0 + WINDOW,
+            T0 + 2 * WINDOW,
+            10,
+            {},
+            [{"index": 0, "first_tuple": 1, "last_tuple": 3, **row}],
+        )
+    land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
+    land(tmp_path / "sales", "b.parquet", T0 + timedelta(minutes=2))
+    trigger = rebuilt(WindowInputTrigger(window_input(tmp_path), 3, batch=(window_id, 0)))
+    assert isinstance(trigger, WindowInputTrigger)
+    assert trigger.ready() is None  # 2 of 3
+    with session_scope(url) as s:
+        store.record_replan(s, window_id, [{"index": 0, "first_tuple": 1, "last_tuple": 2, **row}], T0, {"why": "test"})
+    assert trigger.ready() == {"units": 2, "final": False}
+
+
 def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger: tuple[str, int]) -> None:
     _, window_id = ledger
     spec = SlotSpec(
