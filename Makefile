@@ -21,16 +21,14 @@ lint: setup
 	$(UV) run --locked mypy
 	$(UV) run --locked lint-imports
 
-# The light tests on both cores; then the heavy ones (Spark, Airflow, PostgreSQL, CPU timing;
-# marked in tests/conftest.py): those that measure no time two at a time, each module on one
-# worker, and the rest one at a time, so deadlines are measured on a machine they own.
+# The light tests on both cores, then the heavy ones (Spark, Airflow, PostgreSQL, CPU timing;
+# marked in tests/conftest.py) one at a time, so deadlines are measured on a machine they own.
 # pytest exits 5 when a selection is empty: that fails too.
 test: lint
 	bash scripts/ensure_postgres.sh
 	bash scripts/ensure_chromium.sh
 	$(UV) run --locked pytest -m "not heavy" -n 2
-	$(UV) run --locked pytest -m "heavy and shared" -n 2 --dist loadfile
-	$(UV) run --locked pytest -m "heavy and not shared"
+	$(UV) run --locked pytest -m heavy
 
 bench: setup
 	$(UV) run --locked python benchmarks/planning_speed.py

@@ -52,8 +52,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
 
 
 TESTS = Path(__file__).parent
-# Spark, Airflow, PostgreSQL or CPU measurements: `make test` runs these after the rest, which it
-# runs on both cores (pytest -n 2).
+# Spark, Airflow, PostgreSQL or CPU measurements: `make test` runs these one at a time after
+# the rest, which it runs on both cores (pytest -n 2).
 HEAVY_PATHS = (
     "integration",
     "spark",
@@ -64,42 +64,12 @@ HEAVY_PATHS = (
     "benchmarks/test_measure.py",
 )
 HEAVY_FIXTURES = {"spark", "connect_server", "postgres_server"}
-# Heavy modules that measure no time (no live window, no deadline, no CPU figure): `make test`
-# runs them two at a time. Every other heavy test, and any module that marks itself heavy, runs
-# alone afterwards, so the deadlines it measures are met on a machine it owns.
-SHARED_PATHS = (
-    "integration/test_real_inputs.py",
-    "integration/test_paths.py",
-    "spark/test_jobs.py",
-    "spark/test_spark_layer.py",
-    "spark/test_spec.py",
-    "spark/test_tpch_exactness.py",
-    "sql/test_decompose.py",
-    "packaging/test_provider.py",
-    "packaging/test_wheel.py",
-    "ui/test_browser.py",
-    "commands/test_connect_server.py",
-    "ledger/test_dispatch.py",
-    "ledger/test_files.py",
-    "ledger/test_history.py",
-    "ledger/test_idle.py",
-    "ledger/test_migrations.py",
-    "ledger/test_store.py",
-    "demo/test_summary.py",
-    "operators/test_window.py",
-)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the heavy tests `heavy` (see HEAVY_PATHS): by place, by fixture, or by a PostgreSQL
-    parameter; and those of SHARED_PATHS `shared` too, unless their module marked them heavy itself.
-    """
+    """Mark the heavy tests `heavy` (see HEAVY_PATHS): by place, by fixture, or by a PostgreSQL parameter."""
     for item in items:
         where = Path(item.path).relative_to(TESTS).as_posix()
         on_postgres = "postgresql" in getattr(getattr(item, "callspec", None), "id", "")
-        marked_heavy = item.get_closest_marker("heavy") is not None
-        by_place = where.startswith(HEAVY_PATHS) or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ()))
-        if marked_heavy or by_place or on_postgres:
+        if where.startswith(HEAVY_PATHS) or HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())) or on_postgres:
             item.add_marker(pytest.mark.heavy)
-            if not marked_heavy and where.startswith(SHARED_PATHS):
-                item.add_marker(pytest.mark.shared)
