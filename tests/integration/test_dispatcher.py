@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airflow_iqp.spark.connect_server import ConnectServer
 
 WINDOW = timedelta(seconds=30)
-LEAD = timedelta(seconds=45)  # three Airflow processes start before the window opens
+LEAD = timedelta(seconds=30)  # three Airflow processes plan their windows (about 20 s) before they open
 POLICY = Policy.EDF
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
@@ -126,7 +126,11 @@ def grants(ledger: str) -> list[DispatchRequest]:
 
 
 def test_three_queries_share_one_resource_in_policy_order(
-    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession, connect_server: ConnectServer
+    tmp_path_factory: pytest.TempPathFactory,
+    stream: Path,
+    spark: SparkSession,
+    connect_server: ConnectServer,
+    airflow_metadata: Path,
 ) -> None:
     root = tmp_path_factory.mktemp("dispatch")
     ledger = f"sqlite:///{root / 'ledger.db'}"
@@ -138,11 +142,8 @@ def test_three_queries_share_one_resource_in_policy_order(
         "iqp_d_q1": ("q1", 270, ""),
     }
     envs = {dag_id: make_env(root, dag_id, ledger, connect_server) for dag_id in queries}
-    migrations = []
-    for dag_id, env in envs.items():
-        env.dags.mkdir(parents=True)
-        migrations.append(env.start_airflow("db", "migrate", log=root / f"{dag_id}-migrate.log"))
-    assert all(m.wait(timeout=300) == 0 for m in migrations)
+    for env in envs.values():
+        env.copy_metadata(airflow_metadata)
     static = {"part": str(stream / "static" / "part")}
     for dag_id, (query, deadline, mode) in queries.items():
         write_dag(envs[dag_id], dag_id, query, deadline, landing, mode, static if query == "q14" else {})
@@ -201,14 +202,18 @@ def test_three_queries_share_one_resource_in_policy_order(
 
 
 def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
-    tmp_path_factory: pytest.TempPathFactory, stream: Path, spark: SparkSession, connect_server: ConnectServer
+    tmp_path_factory: pytest.TempPathFactory,
+    stream: Path,
+    spark: SparkSession,
+    connect_server: ConnectServer,
+    airflow_metadata: Path,
 ) -> None:
     """Declared at 2 files/s, replayed at 0.5: MinBatch (a share of the 60 declared files) never
     lands in time, so the first batch fires when MinBatch should have arrived, with fewer files."""
     root = tmp_path_factory.mktemp("slow")
     ledger = f"sqlite:///{root / 'ledger.db'}"
     env = make_env(root, "airflow", ledger, connect_server)
-    env.migrate()
+    env.copy_metadata(airflow_metadata)
     landing = root / "landing"
     write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
     process, start = replay(stream, landing, 0.5, WINDOW, LEAD)

@@ -31,15 +31,17 @@ from tests.integration.test_real_inputs import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pandas as pd
 
     from airflow_iqp.spark.connect_server import ConnectServer
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> Setup:
+def setup(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer, airflow_metadata: Path) -> Setup:
     env = AirflowEnv(tmp_path_factory.mktemp("airflow"), connect_server.connection())
-    env.migrate()
+    env.copy_metadata(airflow_metadata)
     return Setup(env, tmp_path_factory.mktemp("data"))
 
 

@@ -38,8 +38,9 @@ if TYPE_CHECKING:
 
 WINDOW = timedelta(seconds=20)
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
-# The window opens this long after replay starts, so Airflow is up before its first files land.
-LEAD = timedelta(seconds=25)
+# The window opens this long after replay starts, so Airflow has planned it (about 12 s) before
+# its first files land.
+LEAD = timedelta(seconds=20)
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
 from airflow_iqp import ArrivalRate, FileStream, intermittent_query
@@ -72,9 +73,11 @@ def stream(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def airflow_env(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> AirflowEnv:
+def airflow_env(
+    tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer, airflow_metadata: Path
+) -> AirflowEnv:
     env = AirflowEnv(tmp_path_factory.mktemp("airflow"), connect_server.connection())
-    env.migrate()
+    env.copy_metadata(airflow_metadata)
     return env
 
 

@@ -180,9 +180,9 @@ def assert_rows(actual: list[dict[str, object]], expected: list[dict[str, object
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer) -> Setup:
+def setup(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer, airflow_metadata: Path) -> Setup:
     env = AirflowEnv(tmp_path_factory.mktemp("airflow"), connect_server.connection())
-    env.migrate()
+    env.copy_metadata(airflow_metadata)
     return Setup(env, tmp_path_factory.mktemp("data"))
 
 
