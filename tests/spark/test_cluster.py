@@ -114,8 +114,8 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     )
 
     submitted = _Job(lease=lease, task_id="on_spark_submit").run_window(landing, tmp_path / "submit")
+    ended(cluster, len(BATCHES) + 1, "every partial and the merge registers with the master and ends")
     apps = cluster.completed_apps()
-    assert len(apps) == len(BATCHES) + 1, "every partial and the merge registered with the master and ended"
     assert all(app["state"] == "FINISHED" for app in apps), apps
     assert {app["id"] for app in apps} <= executed_apps(cluster), "each had executors on the workers"
     assert driver_urls(cluster) == {driver_host}, "the executors called the driver back where the connection said"
@@ -133,9 +133,15 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
             for result in (submitted, on_connect):
                 assert_same(job.spark.read.parquet(str(result)).collect(), expected, ordered=False)
     assert driver_urls(cluster) == {driver_host}
-    give_up = time.monotonic() + 30
-    while "iqp-connect-server" not in {app["name"] for app in cluster.completed_apps()}:
-        assert time.monotonic() < give_up, "the Connect server's application never ended on the master"
+    ended(cluster, len(BATCHES) + 2, "the Connect server's application ends on the master with the server")
+    assert "iqp-connect-server" in {app["name"] for app in cluster.completed_apps()}
+
+
+def ended(cluster: Cluster, apps: int, what: str, seconds: float = 30.0) -> None:
+    """Wait until the master lists `apps` completed applications (a driver unregisters as it stops)."""
+    give_up = time.monotonic() + seconds
+    while len(cluster.completed_apps()) < apps:
+        assert time.monotonic() < give_up, f"{what}: {cluster.state()}"
         time.sleep(0.5)
 
 
