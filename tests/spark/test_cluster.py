@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import socket
+import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
@@ -35,7 +38,6 @@ from tests.spark.test_jobs import landing as landing  # the module's made-up str
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
-    from pathlib import Path
 
     from airflow.sdk import Context
 
@@ -105,6 +107,7 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     driver_host = network_address()
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)  # whatever loopback the driver gets is the connection's
     monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))  # spark-submit
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", ledger)
     lease = grant_one(ledger, LEASE_SECONDS, datetime.now(UTC))
