@@ -9,16 +9,23 @@ is read through the Task SDK only when `DispatchSettings.load()` is called.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.validation import number, whole_number
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 SECTION = "iqp"
 LEDGER_CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"  # how Airflow names the connection `iqp_default` in the environment
 LOOPBACK = "127.0.0.1"
+LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")  # local, local[2], local[*], local[2,3]
+DRIVER_HOST_EXTRA, DRIVER_BIND_EXTRA = "driver-host", "driver-bind-address"  # extras of the `spark` connection
 
 
 def option_env(option: str) -> str:
@@ -109,9 +116,41 @@ def ledger_connection_uri() -> str | None:
     return os.environ.get(LEDGER_CONN_ENV) or None
 
 
-def spark_local_ip() -> str:
-    """The address a local Spark driver binds: $SPARK_LOCAL_IP, else loopback (no network needed)."""
-    return os.environ.get("SPARK_LOCAL_IP") or LOOPBACK
+@dataclass(frozen=True)
+class DriverAddress:
+    """How a Spark driver is told where to listen: variables for its environment, `--conf` settings."""
+
+    env: dict[str, str] = field(default_factory=dict)
+    conf: dict[str, str] = field(default_factory=dict)
+
+
+def driver_address(master: str, extra: Mapping[str, object] | None = None) -> DriverAddress:
+    """Where the driver of an application on `master` listens, and how executors call it back.
+
+    A local master's (`local`, `local[N]`) executors are threads of the driver: it stays on
+    loopback ($SPARK_LOCAL_IP if set), so no network is needed. A cluster's executors (`spark://`,
+    `yarn`, `k8s://`) run on other hosts, so nothing forces loopback: `spark.driver.host` is the
+    Spark connection's `driver-host` extra, else $SPARK_DRIVER_HOST, else Spark's own choice
+    ($SPARK_LOCAL_IP, else this host's address); `spark.driver.bindAddress` is the
+    `driver-bind-address` extra when the driver must listen on another address than it is reached
+    by (0.0.0.0 in a container reached by its service name).
+    """
+    if LOCAL_MASTER.fullmatch(master.strip()):
+        return DriverAddress(env={"SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP") or LOOPBACK})
+    extra = extra or {}
+    host = _address(extra, DRIVER_HOST_EXTRA) or os.environ.get("SPARK_DRIVER_HOST") or None
+    bind = _address(extra, DRIVER_BIND_EXTRA)
+    conf = {"spark.driver.host": host} if host else {}
+    return DriverAddress(conf=conf | ({"spark.driver.bindAddress": bind} if bind else {}))
+
+
+def _address(extra: Mapping[str, object], key: str) -> str | None:
+    value = extra.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
+        raise InvalidSetting(f"the Spark connection's extra {key!r} must be a host name or address, got {value!r}")
+    return value.strip()
 
 
 def python_path() -> list[str]:

@@ -102,7 +102,7 @@ def main() -> int:
 
     from airflow_iqp.costfit.batches import Dataset, TpchSource
     from airflow_iqp.queries import load_query
-    from airflow_iqp.settings import python_path, spark_local_ip
+    from airflow_iqp.settings import driver_address, python_path
     from airflow_iqp.spark.connect_server import running
     from airflow_iqp.tpch.generate import generate
     from airflow_iqp.tpch.manifest import MANIFEST_NAME
@@ -114,7 +114,7 @@ def main() -> int:
         **os.environ,
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": spark_local_ip(),
+        **driver_address("local[2]").env,
         "PYTHONPATH": os.pathsep.join([str(REPO), *python_path()]),
     }
     rows = source.data.rows(source.query.streams, range(0, 1))

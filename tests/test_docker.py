@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    import pytest
 
 DOCKER = Path(__file__).resolve().parents[1] / "docker"
 
@@ -74,3 +77,46 @@ def test_the_image_installs_spark_with_the_locked_set() -> None:
     syncs = [line for line in (DOCKER / "Dockerfile").read_text().splitlines() if "uv sync" in line]
     assert syncs
     assert all("--locked" in line and "--extra spark" in line for line in syncs)
+
+
+MASTER = "spark://spark-master:7077"
+
+
+def test_every_spark_service_and_connection_names_the_same_master() -> None:
+    services = compose()["services"]
+    assert "--host spark-master" in services["spark-master"]["command"]
+    for worker in ("spark-worker-1", "spark-worker-2"):
+        assert services[worker]["command"].split()[-1] == MASTER
+    assert f"--master {MASTER}" in services["spark-connect"]["command"]
+    submit = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
+    assert (submit["conn_type"], submit["host"]) == ("spark", MASTER)
+
+
+def test_no_driver_is_put_on_loopback_and_each_is_called_back_by_its_services_name(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Executors run on the worker containers: a spark-submit driver (in the container that runs
+    tasks) and the Connect server's driver must each be reached by a name the compose network resolves.
+    """
+    from airflow_iqp.settings import driver_address
+    from airflow_iqp.spark.connect_server import command
+
+    services = compose()["services"]
+    assert "SPARK_LOCAL_IP" not in (DOCKER / "Dockerfile").read_text()
+    for name, service in services.items():
+        assert "SPARK_LOCAL_IP" not in (service.get("environment") or {}), f"{name} forces the driver's address"
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
+
+    env = services["airflow-scheduler"]["environment"]
+    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"  # tasks, so spark-submit drivers, run in the scheduler
+    submit = json.loads(env["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
+    driver = driver_address(submit["host"], submit["extra"])
+    assert driver.env == {}
+    assert driver.conf == {"spark.driver.host": "airflow-scheduler"}
+
+    connect = services["spark-connect"]
+    monkeypatch.setenv("SPARK_DRIVER_HOST", connect["environment"]["SPARK_DRIVER_HOST"])
+    args = command(15002, MASTER, "0.0.0.0", "2g")
+    confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+    assert confs["spark.driver.host"] == connect["hostname"] == "spark-connect"

@@ -13,10 +13,10 @@ from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.settings import (
     DispatchSettings,
     airflow_home,
+    driver_address,
     ledger_connection_uri,
     option_env,
     python_path,
-    spark_local_ip,
 )
 
 if TYPE_CHECKING:
@@ -86,9 +86,48 @@ def test_environment_values(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ledger_connection_uri() is None
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "sqlite:////x.db")
     assert ledger_connection_uri() == "sqlite:////x.db"
-    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
-    assert spark_local_ip() == "127.0.0.1"
-    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
-    assert spark_local_ip() == "10.1.2.3"
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["/a", "", "/b"]))
     assert python_path() == ["/a", "/b"]
+
+
+@pytest.fixture
+def no_driver_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
+
+
+@pytest.mark.usefixtures("no_driver_env")
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", " local[2,3] "])
+def test_a_local_driver_stays_on_loopback_unless_the_environment_says_otherwise(
+    master: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    extra = {"driver-host": "airflow-worker"}  # executors are the driver's threads: nothing to reach
+    assert driver_address(master, extra).env == {"SPARK_LOCAL_IP": "127.0.0.1"}
+    assert driver_address(master, extra).conf == {}
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    assert driver_address(master).env == {"SPARK_LOCAL_IP": "10.1.2.3"}
+
+
+@pytest.mark.usefixtures("no_driver_env")
+@pytest.mark.parametrize("master", ["spark://spark-master:7077", "spark-master", "yarn", "k8s://https://k8s:6443"])
+def test_a_cluster_driver_is_never_forced_onto_loopback(master: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executors of a cluster run elsewhere: the driver's address is the connection's, else the
+    environment's, else Spark's own; never loopback by our hand.
+    """
+    assert driver_address(master) == driver_address(master, {}) == driver_address(master, {"queue": "q"})
+    assert (driver_address(master).env, driver_address(master).conf) == ({}, {})
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")  # Spark reads it itself; we neither copy nor override it
+    assert (driver_address(master).env, driver_address(master).conf) == ({}, {})
+    monkeypatch.setenv("SPARK_DRIVER_HOST", "airflow-worker")
+    assert driver_address(master).conf == {"spark.driver.host": "airflow-worker"}
+    extra = {"driver-host": " worker-7.internal ", "driver-bind-address": "0.0.0.0"}
+    chosen = driver_address(master, extra)
+    assert chosen.conf == {"spark.driver.host": "worker-7.internal", "spark.driver.bindAddress": "0.0.0.0"}
+    assert chosen.env == {}
+
+
+@pytest.mark.parametrize("value", ["", "  ", 7, "two words", ["h"]])
+@pytest.mark.parametrize("key", ["driver-host", "driver-bind-address"])
+def test_a_driver_address_that_is_not_one_is_refused_with_the_extras_name(key: str, value: object) -> None:
+    with pytest.raises(InvalidSetting, match=f"extra '{key}' must be a host name or address"):
+        driver_address("spark://m:7077", {key: value})

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_iqp.settings import python_path, spark_local_ip
+from airflow_iqp.settings import driver_address, python_path
 from airflow_iqp.spark.jobs.locations import local_path
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def spec_file(spec: PartialSpec | MergeSpec) -> Path:
 
 def local_session() -> SparkSession:
     """The shared session of the in-process path: same master as the spark-submit runs."""
-    os.environ["SPARK_LOCAL_IP"] = spark_local_ip()  # the JVM Spark starts reads it from the environment
+    os.environ.update(driver_address(MASTER).env)  # the JVM Spark starts reads it from the environment
     from pyspark.sql import SparkSession
 
     spark = (
@@ -128,7 +128,7 @@ class SubmitRunner:
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": spark_local_ip(),
+            **driver_address(MASTER).env,
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *python_path()]),
         }
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.operators.window import spark_uri
 from airflow_iqp.results.publish import read_result
-from airflow_iqp.settings import spark_local_ip
+from airflow_iqp.settings import driver_address
 from airflow_iqp.window_input import InputSpec, files_by_stream
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from airflow_iqp.streams.spec import FileStream
 
 REL_TOL = 1e-9
+MASTER = "local[2]"  # the single pass runs in this process
 
 
 def window_paths(
@@ -125,10 +126,10 @@ def local_spark() -> SparkSession:
 
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("SPARK_LOCAL_IP", spark_local_ip())
+    os.environ.update(driver_address(MASTER).env)  # the JVM Spark starts reads it from the environment
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(MASTER)
         .appName("iqp-demo-verify")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.ui.enabled", "false")

@@ -46,7 +46,7 @@ from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, RequestSt
 from airflow_iqp.exceptions import InvalidSetting, LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
 from airflow_iqp.operators.window import JOBS_DIR
-from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.settings import DispatchSettings, driver_address
 from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.ledger.dispatch import Lease
+    from airflow_iqp.settings import DriverAddress
     from airflow_iqp.spark.connect import ConnectJob
     from airflow_iqp.spark.jobs.spec import MergeSpec
 
@@ -148,7 +149,10 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         report.unlink(missing_ok=True)
         self.application = str(JOBS_DIR / ("partial_job.py" if partial else "merge_job.py"))
         self.application_args = ["--spec", str(spec_file), *(["--report", str(report)] if partial else [])]
-        self._hook = None  # the hook is built from the application and its arguments
+        driver = self._driver_address()
+        self.env_vars = {**(self.env_vars or {}), **driver.env}
+        self.conf = {**(self.conf or {}), **driver.conf}
+        self._hook = None  # the hook is built from the application, its arguments and settings
         try:
             SparkSubmitOperator.execute(self, context)
         except Exception:
@@ -158,6 +162,15 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             if not corrupt:
                 raise
             raise CorruptInput(corrupt) from None
+
+    def _driver_address(self) -> DriverAddress:
+        """Where this job's driver listens: the connection's host is the master (loopback for a
+        local one), its extras may name the driver's address for a cluster's executors.
+        """
+        from airflow.sdk import BaseHook
+
+        conn = BaseHook.get_connection(self._conn_id)
+        return driver_address(conn.host or "", conn.extra_dejson)
 
     def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: _LeaseKeeper) -> None:
         """The job in this thread, in a Connect session of its own, tagged with its lease."""

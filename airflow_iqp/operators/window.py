@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
-from airflow_iqp.settings import spark_local_ip
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
 from airflow_iqp.streams.fetch import local_path
 
@@ -46,12 +45,10 @@ def _plain(at: datetime) -> datetime:
 
 
 def spark_env() -> dict[str, str]:
-    """The Spark driver runs this interpreter, which has airflow_iqp installed."""
-    return {
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "SPARK_LOCAL_IP": spark_local_ip(),
-    }
+    """The Spark driver runs this interpreter, which has airflow_iqp installed. Where the driver
+    listens is the connection's business, read when the job runs (`settings.driver_address`).
+    """
+    return {"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 
 def spark_uri(uri: str) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import IqpError
-from airflow_iqp.settings import airflow_home, spark_local_ip
+from airflow_iqp.settings import airflow_home, driver_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -123,6 +123,7 @@ def command(port: int, master: str, bind: str, driver_memory: str) -> list[str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
+        **driver_address(master).conf,
     }
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
@@ -132,20 +133,19 @@ def command(port: int, master: str, bind: str, driver_memory: str) -> list[str]:
     return args
 
 
-def environment(token: str | None, bind: str) -> dict[str, str]:
+def environment(token: str | None, master: str) -> dict[str, str]:
     """The server's environment: classic spark-submit (not Connect mode), this interpreter (which
-    finds the wheel's SPARK_HOME and would run Python workers), the token, and a driver on
-    loopback when the server listens there only (one listening further leaves the driver's
-    address to Spark, so a cluster's executors can reach it).
+    finds the wheel's SPARK_HOME and would run Python workers), the token, and the driver's
+    address: loopback for a local master; for a cluster, whatever this environment says
+    ($SPARK_DRIVER_HOST, $SPARK_LOCAL_IP) or Spark picks, so the cluster's executors can reach it.
     """
     env = {
         **os.environ,
         "SPARK_CONNECT_MODE": "0",
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
+        **driver_address(master).env,
     }
-    if bind == LOOPBACK:
-        env["SPARK_LOCAL_IP"] = spark_local_ip()
     env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
     if token:
         env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
@@ -198,7 +198,7 @@ def start(
     with (state_dir / LOG_FILE).open("wb") as log:
         process = subprocess.Popen(
             command(port, master, bind, driver_memory),
-            env=environment(token, bind),
+            env=environment(token, master),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -220,7 +220,7 @@ def start(
 def run_foreground(*, port: int, master: str, bind: str, driver_memory: str, token: str | None) -> None:
     """Replace this process with the server (a container's main process)."""
     args = command(port, master, bind, driver_memory)
-    os.execve(args[0], args, environment(token, bind))
+    os.execve(args[0], args, environment(token, master))
 
 
 def stop(state_dir: Path, grace: float = 30.0) -> ConnectServer | None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Protocol
 from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.queries import load_query
-from airflow_iqp.settings import python_path, spark_local_ip
+from airflow_iqp.settings import driver_address, python_path
 from airflow_iqp.spark import connect_server
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
 from benchmarks.ssbench import producer
@@ -128,7 +128,7 @@ class SparkSubmit:
             **os.environ,
             "PYSPARK_PYTHON": sys.executable,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
-            "SPARK_LOCAL_IP": spark_local_ip(),
+            **driver_address(conf["spark.master"]).env,
             "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *python_path()]),
         }
 
@@ -157,7 +157,7 @@ class SparkSubmit:
 
 def session(conf: Mapping[str, str], app: str = "iqp-vs-structured-streaming") -> SparkSession:
     """The benchmark's Spark session in this process, with the shared conf (and any extra keys)."""
-    os.environ["SPARK_LOCAL_IP"] = spark_local_ip()  # the JVM Spark starts reads it from the environment
+    os.environ.update(driver_address(conf["spark.master"]).env)  # the JVM Spark starts reads it from the environment
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app)

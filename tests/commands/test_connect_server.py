@@ -36,8 +36,24 @@ def test_the_server_is_the_wheels_connect_class_on_loopback_with_a_short_detache
     assert confs["spark.connect.execute.manager.detachedTimeout"] == DETACHED_TIMEOUT == "30s"
     assert confs["spark.sql.session.timeZone"] == "UTC"
     assert "secret" not in " ".join(args), "the token goes in the environment, not on a command line ps shows"
-    assert environment("secret", "127.0.0.1")["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == "secret"
-    assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in environment(None, "0.0.0.0")
+    assert environment("secret", "local[2]")["SPARK_CONNECT_AUTHENTICATE_TOKEN"] == "secret"
+    assert "SPARK_CONNECT_AUTHENTICATE_TOKEN" not in environment(None, "local[2]")
+    assert "spark.driver.host" not in confs
+
+
+def test_a_server_on_a_cluster_leaves_its_drivers_address_to_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a local master's driver is put on loopback; a cluster's executors must reach it."""
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
+    assert environment(None, "local[2]")["SPARK_LOCAL_IP"] == "127.0.0.1"
+    assert "SPARK_LOCAL_IP" not in environment(None, "spark://spark-master:7077")
+    monkeypatch.setenv("SPARK_LOCAL_IP", "10.1.2.3")
+    assert environment(None, "spark://spark-master:7077")["SPARK_LOCAL_IP"] == "10.1.2.3"  # passed on, not forced
+    monkeypatch.setenv("SPARK_DRIVER_HOST", "spark-connect")
+    args = command(15002, "spark://spark-master:7077", "0.0.0.0", "2g")
+    confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+    assert confs["spark.driver.host"] == "spark-connect"
+    assert args[args.index("--master") + 1] == "spark://spark-master:7077"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState, WindowStatus
@@ -26,7 +27,7 @@ from airflow_iqp.operators.dispatched import (
     _LeaseKeeper,
     keep_forecasts,
 )
-from airflow_iqp.operators.window import merge_spec
+from airflow_iqp.operators.window import merge_spec, spark_env
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.streams.spec import FileStream
@@ -226,6 +227,56 @@ def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
         tmp_path / "result.spec.json",
     )
     assert (output / MARKER).is_file()
+
+
+@pytest.mark.parametrize(
+    ("connection", "driver_conf", "driver_env"),
+    [
+        ({"conn_type": "spark", "host": "local[2]"}, {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
+        (
+            {
+                "conn_type": "spark",
+                "host": "spark://spark-master",
+                "port": 7077,
+                "extra": {"driver-host": "airflow-w1"},
+            },
+            {"spark.driver.host": "airflow-w1"},
+            {},
+        ),
+    ],
+)
+def test_a_spark_submit_job_listens_where_its_connection_says(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    connection: dict[str, Any],
+    driver_conf: dict[str, str],
+    driver_env: dict[str, str],
+) -> None:
+    """Read when the job runs, not when the DAG is parsed: a local master keeps its driver on
+    loopback, a cluster's driver gets the address its executors call back (never loopback by us).
+    """
+    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
+    monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connection))
+    submitted: dict[str, Any] = {}
+
+    def submit(task: SparkSubmitOperator, context: Context) -> None:
+        hook = task._get_hook()
+        submitted["command"] = hook._build_spark_submit_command(task.application)
+        submitted["env"] = hook._env
+
+    monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
+    task = DispatchedSparkSubmitOperator(
+        task_id="merge", application="job.py", conn_id="iqp_spark", env_vars=spark_env()
+    )
+    spec = merge_spec(q6(tmp_path), [str(tmp_path / "batch-0000-f1")], tmp_path / "result-f1")
+    task._submit(cast("Context", {}), spec, tmp_path / "result-f1.spec.json")
+    command = submitted["command"]
+    port = f":{connection['port']}" if "port" in connection else ""
+    assert command[command.index("--master") + 1] == connection["host"] + port
+    confs = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
+    assert {k: v for k, v in confs.items() if k.startswith("spark.driver.")} == driver_conf
+    assert submitted["env"] == spark_env() | driver_env
 
 
 # -- a batch slowed down: its window is flagged at risk before its deadline -----------------------
