@@ -2,7 +2,6 @@
 # then the environment pinned by uv.lock.
 SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
-export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: setup demo lint test bench
 
