@@ -45,7 +45,7 @@ WINDOW = timedelta(seconds=20)
 # Per path: a spark-submit job costs ~12 s more (JVM and session), so its deadline is longer.
 DEADLINES = {"spark_connect": timedelta(seconds=30), "spark_submit": timedelta(seconds=60)}
 FILES_PER_SECOND = 2.0
-LEAD = timedelta(seconds=25)  # the DAG file is parsed again and the run created before the window opens
+LEAD = timedelta(seconds=18)  # the DAG file parsed again (every 10 s here), the run created, before the window
 TIMEOUT = timedelta(minutes=5)  # after the window's deadline: not recovered
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)  # windows count from here, as the timetable does
 # Pessimistic, so the deadline cuts a window into two batches or more; per path, as `plan` reads them.
