@@ -24,7 +24,9 @@ def test_the_same_seed_gives_the_same_kinds():
 
 
 def _result(index, exact=True, no_duplicates=True):
-    return TrialResult(index, "worker", "task process 7", 4.2, 2, 61.0, None, 80.5, "missed by 20 s", exact, no_duplicates)
+    return TrialResult(
+        index, "worker", "task process 7", 4.2, 2, 61.0, None, 80.5, "missed by 20 s", exact, no_duplicates
+    )
 
 
 def test_the_table_counts_only_exact_trials_without_duplicates():
