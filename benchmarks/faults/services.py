@@ -140,7 +140,6 @@ class Services:
         self.components: dict[str, Component] = {}
         self._popen: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping = threading.Event()
-        self._lock = threading.Lock()
         self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="supervisor")
         home = root / "airflow"
         self.airflow = DemoAirflow(home=home, dags=home / "dags", ledger=home / "unused.db", extra_env={})
@@ -239,25 +238,16 @@ class Services:
     def _supervise(self) -> None:
         while not self._stopping.wait(0.5):
             for component in self.components.values():
-                with self._lock:
-                    if component.alive(component.pid) or self._stopping.is_set():
-                        continue
-                    kill_group(component.pid)  # whatever of its group is left
-                    time.sleep(RESTART_DELAY_S)
-                    try:
-                        component.start()
-                    except Exception as err:  # a supervisor tries again
-                        print(f"  supervisor: {component.name} did not start: {err}", flush=True)
-                        continue
-                    component.restarts.append(datetime.now(UTC))
-
-    def up(self, name: str) -> bool:
-        """Whether component `name` runs (for the Connect server: and answers on its port)."""
-        component = self.components[name]
-        alive = component.alive(component.pid)
-        if name == "connect-server":
-            return alive and connect_server.port_answers(self.connect_port)
-        return alive
+                if component.alive(component.pid) or self._stopping.is_set():
+                    continue
+                kill_group(component.pid)  # whatever of its group is left
+                time.sleep(RESTART_DELAY_S)
+                try:
+                    component.start()
+                except Exception as err:  # a supervisor tries again
+                    print(f"  supervisor: {component.name} did not start: {err}", flush=True)
+                    continue
+                component.restarts.append(datetime.now(UTC))
 
     # -- what a trial kills -------------------------------------------------------------------
 
