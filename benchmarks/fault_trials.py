@@ -64,7 +64,6 @@ def run_trials(
     from airflow_iqp.tpch.generate import generate
 
     rng = random.Random(seed)
-    root.chmod(0o755)  # PostgreSQL runs as its own user under it
     stream = root / "stream"
     generate(stream, scale=SCALE, files=STREAM_FILES)
     services = Services(root, lease_seconds=lease_seconds)

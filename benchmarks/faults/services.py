@@ -16,6 +16,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -132,8 +133,10 @@ class Services:
     def __init__(self, root: Path, lease_seconds: float | None = None) -> None:
         self.root = root
         self.lease_seconds = lease_seconds  # [iqp] lease_seconds, when not Airflow's default
-        self.metadata_pg = PostgresCluster(root / "pg-metadata")
-        self.ledger_pg = PostgresCluster(root / "pg-ledger")
+        # Not under `root`: PostgreSQL runs as its own user, which a root-owned 0700 parent (pytest's
+        # tmp dirs, tempfile's) would keep out.
+        self.metadata_pg = PostgresCluster(Path(tempfile.mkdtemp(prefix="iqp-faults-pg-")))
+        self.ledger_pg = PostgresCluster(Path(tempfile.mkdtemp(prefix="iqp-faults-pg-")))
         self.connect_state = root / "connect-server"
         self.connect_port = free_port()
         self.connect_token = "fault-trials-" + os.urandom(8).hex()
@@ -188,7 +191,8 @@ class Services:
 
     def stop(self) -> None:
         self._stopping.set()
-        self._supervisor.join(timeout=10)
+        if self._supervisor.is_alive():
+            self._supervisor.join(timeout=10)
         for component in self.components.values():
             kill_group(component.pid)
         for process in self._popen.values():
