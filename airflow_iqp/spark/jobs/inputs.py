@@ -132,8 +132,22 @@ def cancelled(err: Exception) -> bool:
     return "OPERATION_CANCELED" in str(err)
 
 
+def session_works(spark: SparkSession) -> bool:
+    """Whether the session still runs a trivial query. When it does not (a Spark Connect server
+    that died or restarted, a lost session), a failed read says nothing about the file read.
+    """
+    try:
+        spark.range(1).count()
+    except Exception:  # whatever a dead session raises (gRPC, PySpark, Py4J): it does not work
+        return False
+    return True
+
+
 def unreadable_files(spark: SparkSession, name: str, stream: StreamInput) -> list[CorruptFile]:
-    """The files of `stream` that Spark cannot read alone, every column parsed."""
+    """The files of `stream` that Spark cannot read alone, every column parsed. A failure the
+    session cannot run a trivial query after is raised, not blamed on the file: quarantining a
+    good file because the server went away would drop it from the result.
+    """
     failures = spark_failures()
     reader = _reader(spark, f"stream {name!r}", stream)
     how = f"{stream.format} with the schema" if stream.ddl is not None else stream.format
@@ -142,7 +156,7 @@ def unreadable_files(spark: SparkSession, name: str, stream: StreamInput) -> lis
         try:
             _count_all_columns(reader.load(spark_location(path)))
         except failures as err:
-            if cancelled(err):
+            if cancelled(err) or not session_works(spark):
                 raise
             corrupt.append(CorruptFile(name, file, f"not readable as {how}: {spark_error(err)}"))
     return corrupt

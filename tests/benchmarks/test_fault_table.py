@@ -1,0 +1,44 @@
+"""The fault trials' kinds and table, without running a trial."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from benchmarks.fault_trials import kinds_for, main, table
+from benchmarks.faults.trial import KINDS, TrialResult
+
+
+@pytest.mark.parametrize("trials", [1, 6, 20, 23])
+def test_every_kind_gets_its_share_of_the_trials(trials):
+    counts = Counter(kinds_for(trials, KINDS, random.Random(trials)))
+
+    assert sum(counts.values()) == trials
+    assert max(counts.values()) - min(counts.get(k, 0) for k in KINDS) <= 1
+
+
+def test_the_same_seed_gives_the_same_kinds():
+    assert kinds_for(12, KINDS, random.Random(3)) == kinds_for(12, KINDS, random.Random(3))
+
+
+def _result(index, exact=True, no_duplicates=True):
+    return TrialResult(
+        index, "worker", "task process 7", 4.2, 2, 61.0, None, 80.5, "missed by 20 s", exact, no_duplicates
+    )
+
+
+def test_the_table_counts_only_exact_trials_without_duplicates():
+    out = table([_result(1), _result(2, exact=False), _result(3, no_duplicates=False), _result(4)])
+
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert len(rows) == 4
+    assert "| NO |" in rows[1]
+    assert out.rstrip().endswith("2/4 exact")
+
+
+def test_unknown_kinds_are_refused(capsys):
+    with pytest.raises(SystemExit):
+        main(["--kinds", "worker,gremlin"])
+    assert "gremlin" in capsys.readouterr().err
