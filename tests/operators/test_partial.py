@@ -64,13 +64,11 @@ def declaration() -> Declaration:
     )
 
 
-@pytest.fixture
-def window(tmp_path: Path) -> tuple[str, int]:
-    """A window planned as two batches: the first 2 units, then the rest."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    planned = [
+def batch_rows(bounds: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
+    """Ledger rows of planned batches, (index, first unit, last unit) each."""
+    return [
         {
-            "index": i,
+            "index": index,
             "first_tuple": first,
             "last_tuple": last,
             "release": T0,
@@ -78,12 +76,23 @@ def window(tmp_path: Path) -> tuple[str, int]:
             "planned_start": T0,
             "predicted_cost": 1.0,
         }
-        for i, (first, last) in enumerate([(1, 2), (3, 4)])
+        for index, first, last in bounds
     ]
+
+
+def plan_window(url: str, bounds: list[tuple[int, int, int]]) -> int:
+    """A window of iqp_q6 planned as `bounds` (see `batch_rows`); its id."""
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 4, {}, planned)
-    return url, window_id
+        units = max(last for _, _, last in bounds)
+        return store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, units, {}, batch_rows(bounds))
+
+
+@pytest.fixture
+def window(tmp_path: Path) -> tuple[str, int]:
+    """A window planned as two batches: the first 2 units, then the rest."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    return url, plan_window(url, [(0, 1, 2), (1, 3, 4)])
 
 
 def batch(declaration: Declaration, window_id: int, index: int, upto: int | None) -> PartialAggregateOperator:
@@ -198,20 +207,8 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
 
 def moved(url: str, window_id: int, rows: list[tuple[int, int, int]]) -> None:
     """A replan (static_replan) of the batches not frozen: (index, first, last) each."""
-    new = [
-        {
-            "index": index,
-            "first_tuple": first,
-            "last_tuple": last,
-            "release": T0,
-            "latest_start": T0,
-            "planned_start": T0,
-            "predicted_cost": 1.0,
-        }
-        for index, first, last in rows
-    ]
     with session_scope(url) as s:
-        store.record_replan(s, window_id, new, T0 + WINDOW, {"why": "test"})
+        store.record_replan(s, window_id, batch_rows(rows), T0 + WINDOW, {"why": "test"})
 
 
 def test_a_batch_takes_units_as_far_as_its_replanned_end(declaration: Declaration, window: tuple[str, int]) -> None:
@@ -231,21 +228,7 @@ def test_a_batch_a_replan_left_without_units_skips_and_the_last_takes_the_rest(
     declaration: Declaration, tmp_path: Path
 ) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    planned = [
-        {
-            "index": i,
-            "first_tuple": first,
-            "last_tuple": last,
-            "release": T0,
-            "latest_start": T0,
-            "planned_start": T0,
-            "predicted_cost": 1.0,
-        }
-        for i, (first, last) in enumerate([(1, 2), (3, 4), (5, 6)])
-    ]
-    with session_scope(url) as s:
-        store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 6, {}, planned)
+    window_id = plan_window(url, [(0, 1, 2), (1, 3, 4), (2, 5, 6)])
     files = [landed(f"{n}.parquet", n) for n in range(1, 7)]
     assert names(freeze(url, batch(declaration, window_id, 0, 2), seen(files, 10))) == ["1.parquet", "2.parquet"]
     moved(url, window_id, [(1, 3, 2), (2, 3, 6)])
