@@ -193,8 +193,8 @@ class LearnedCost:
         return LearnedCost(
             path=self.path,
             source=self.source,
-            partial=_scaled(self.partial, partial),
-            merge=_scaled(self.merge, merge),
+            partial=self.partial.scaled(partial),
+            merge=self.merge.scaled(merge),
             partial_spread=self.partial_spread.scaled(partial),
             merge_spread=self.merge_spread.scaled(merge),
         )
@@ -237,10 +237,6 @@ class LearnedCost:
             partial_spread=Spread.from_dict(data.get("partial_spread"), "partial_spread"),
             merge_spread=Spread.from_dict(data.get("merge_spread"), "merge_spread"),
         )
-
-
-def _scaled(model: PiecewiseLinearCost, factor: float) -> PiecewiseLinearCost:
-    return PiecewiseLinearCost([(x, y * factor) for x, y in model.points])
 
 
 def _weighted_quantile(values: NDArray[np.float64], weights: NDArray[np.float64], level: float) -> float:

@@ -91,6 +91,10 @@ class LinearCost:
         """[(1, limit, overhead, per_tuple)]: one linear range, as PiecewiseLinearCost.segments."""
         return [(1, limit, self.overhead, self.per_tuple)]
 
+    def scaled(self, factor: float) -> LinearCost:
+        """The same model with every prediction `factor` times as long (a margin)."""
+        return self if factor == 1 else LinearCost(self.per_tuple * factor, self.overhead * factor)
+
 
 @dataclass(frozen=True)
 class PiecewiseLinearCost:
@@ -158,6 +162,10 @@ class PiecewiseLinearCost:
         x0, y0 = self.points[i]
         estimate = x0 + (seconds - y0) / slope if slope > 0 else self.points[i + 1][0]
         return largest_fitting(int(min(max(estimate, 0), UNBOUNDED)), lambda n: self.cost(n) <= seconds)
+
+    def scaled(self, factor: float) -> PiecewiseLinearCost:
+        """The same model with every prediction `factor` times as long (a margin)."""
+        return self if factor == 1 else PiecewiseLinearCost([(x, y * factor) for x, y in self.points])
 
     def segments(self, limit: int) -> list[tuple[int, int, float, float]]:
         """Integer ranges [lo, hi] within [1, limit] with cost(n) = a + b * n on each.

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 from airflow_iqp.constants import JobKind
 from airflow_iqp.dynamic import QueryState, check_policy, inserted_idle, next_ready_time, ready_job
 from airflow_iqp.planning.arrival import ArrivalCurve
-from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 from airflow_iqp.simulation.queue import Waiter, pick, upcoming
 from airflow_iqp.validation import number, whole_number
 
@@ -24,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow_iqp.dynamic import Job
+    from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 
 @dataclass
@@ -71,21 +71,12 @@ class SimQuery:
             arrival=self.arrival,
             window_end=self.window_end,
             deadline=self.deadline,
-            cost=scaled(self.cost, margin),
-            agg_cost=None if self.agg_cost is None else scaled(self.agg_cost, margin),
+            cost=self.cost.scaled(margin),
+            agg_cost=None if self.agg_cost is None else self.agg_cost.scaled(margin),
             alpha=alpha,
             tau_max=tau_max,
             submit_at=self.arrival.first_arrival if self.submit_at is None else self.submit_at,
         )
-
-
-def scaled(cost: LinearCost | PiecewiseLinearCost, factor: float) -> LinearCost | PiecewiseLinearCost:
-    """The cost model with every prediction `factor` times as long."""
-    if factor == 1.0:
-        return cost
-    if isinstance(cost, LinearCost):
-        return LinearCost(cost.per_tuple * factor, cost.overhead * factor)
-    return PiecewiseLinearCost([(x, y * factor) for x, y in cost.points])
 
 
 @dataclass(frozen=True)
