@@ -1,33 +1,35 @@
-"""A throwaway PostgreSQL cluster for the whole test session (Debian's server binaries), shared
-by the ledger tests and by the Airflow that the backfill test runs on it."""
+"""A throwaway PostgreSQL cluster (Debian's server binaries): one for the whole test session,
+shared by the ledger tests and by the Airflow that the backfill test runs on it; the fault trials
+(benchmarks/faults) run and restart their own."""
 
 from __future__ import annotations
 
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
+from airflow_iqp.spark.connect_server import free_port
+
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 
-def _pg_bin() -> Path:
-    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(Path(p).parts[4]))
+def _pg_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda p: int(Path(p).parts[4]))
     if not found:
-        pytest.fail(
-            "PostgreSQL server binaries are missing (no /usr/lib/postgresql/*/bin/initdb): "
-            "run `apt-get install -y postgresql` (or scripts/ensure_postgres.sh)",
-            pytrace=False,
+        raise RuntimeError(
+            f"PostgreSQL server binaries are missing (no /usr/lib/postgresql/*/bin/{name}): "
+            "run `apt-get install -y postgresql` (or scripts/ensure_postgres.sh)"
         )
-    return Path(found[-1]).parent
+    return found[-1]
 
 
 def _as_cluster_owner(*command: str) -> list[str]:
@@ -35,46 +37,75 @@ def _as_cluster_owner(*command: str) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+@dataclass
+class PostgresCluster:
+    """A cluster in `root`: trust auth, on 127.0.0.1, durability off (throwaway data).
+
+    `root` must not be under pytest's tmp dir: its root-owned 0700 parents would keep the
+    postgres user out.
+    """
+
+    root: Path
+    port: int = field(default_factory=free_port)
+
+    @property
+    def data(self) -> Path:
+        return self.root / "data"
+
+    @property
+    def url(self) -> str:
+        """The server's URL without a database."""
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
+
+    def _pg_ctl(self, *args: str) -> None:
+        subprocess.run(
+            _as_cluster_owner(_pg_bin("pg_ctl"), "-D", str(self.data), *args), check=True, capture_output=True
+        )
+
+    def _options(self) -> str:
+        return (
+            f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} "
+            "-c fsync=off -c full_page_writes=off -c max_connections=200"
+        )
+
+    def start(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            shutil.chown(self.root, "postgres", "postgres")
+        subprocess.run(
+            _as_cluster_owner(
+                _pg_bin("initdb"), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N"
+            ),
+            check=True,
+            capture_output=True,
+        )
+        self._pg_ctl("-l", str(self.root / "log"), "-o", self._options(), "-w", "start")
+
+    def restart(self) -> None:
+        """Stop at once (`-m immediate`: every connection cut, as a crash would) and start again."""
+        self._pg_ctl("-l", str(self.root / "log"), "-o", self._options(), "-m", "immediate", "-w", "restart")
+
+    def stop(self) -> None:
+        try:
+            self._pg_ctl("-m", "immediate", "stop")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def create_database(self, name: str) -> str:
+        """An empty database `name`; returns its URL."""
+        return create_database(self.url, name)
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[str]:
-    """A cluster in a temp dir, trust auth, on 127.0.0.1; yields the server URL without a database."""
-    bin_dir = _pg_bin()
-    # Not under pytest's tmp dir: its root-owned 0700 parents would keep the postgres user out.
-    root = Path(tempfile.mkdtemp(prefix="iqp-pg-"))
-    if os.geteuid() == 0:
-        shutil.chown(root, "postgres", "postgres")
-    data, port = root / "data", _free_port()
-    subprocess.run(
-        _as_cluster_owner(
-            str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N"
-        ),
-        check=True,
-        capture_output=True,
-    )
-    options = f"-c listen_addresses=127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off"
-    subprocess.run(
-        _as_cluster_owner(
-            str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", options, "-w", "start"
-        ),
-        check=True,
-        capture_output=True,
-    )
+    """The session's cluster; yields the server URL without a database."""
+    cluster = PostgresCluster(Path(tempfile.mkdtemp(prefix="iqp-pg-")))
+    cluster.start()
     try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+        yield cluster.url
     finally:
-        subprocess.run(
-            _as_cluster_owner(str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"),
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.stop()
 
 
 def create_database(server: str, name: str) -> str:

@@ -9,12 +9,9 @@ again a second after it exits, as systemd's `Restart=always` or a Kubernetes pod
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -26,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.demo.standalone import BIN, DemoAirflow, health
 from airflow_iqp.spark import connect_server
+from airflow_iqp.spark.connect_server import free_port
+from tests.postgres import PostgresCluster
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,76 +32,6 @@ if TYPE_CHECKING:
 AIRFLOW_COMPONENTS = ("scheduler", "triggerer", "dag-processor", "api-server")
 RESTART_DELAY_S = 1.0
 SUBMIT_CONN_ID = "iqp_submit"  # the spark-submit path's connection; iqp_spark is the Connect server's
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def _as_cluster_owner(*command: str) -> list[str]:
-    """PostgreSQL refuses to run as root, so root runs it as the `postgres` user."""
-    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else list(command)
-
-
-@dataclass
-class PostgresCluster:
-    """A PostgreSQL cluster from Debian's server binaries in a temp dir: trust auth, loopback."""
-
-    root: Path
-    port: int = field(default_factory=free_port)
-
-    @property
-    def data(self) -> Path:
-        return self.root / "data"
-
-    @property
-    def url(self) -> str:
-        """The server's URL without a database."""
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}"
-
-    def _pg_ctl(self, *args: str) -> None:
-        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"), key=lambda p: int(Path(p).parts[4]))
-        if not found:
-            raise SystemExit("PostgreSQL server binaries are missing: run scripts/ensure_postgres.sh")
-        subprocess.run(_as_cluster_owner(found[-1], "-D", str(self.data), *args), check=True, capture_output=True)
-
-    def start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
-        if os.geteuid() == 0:
-            shutil.chown(self.root, "postgres", "postgres")
-        initdb = Path(sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))[-1])
-        subprocess.run(
-            _as_cluster_owner(str(initdb), "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "-N"),
-            check=True,
-            capture_output=True,
-        )
-        self._pg_ctl("-l", str(self.root / "log"), "-o", self._options(), "-w", "start")
-
-    def _options(self) -> str:
-        return f"-c listen_addresses=127.0.0.1 -p {self.port} -k {self.root} -c fsync=off -c max_connections=200"
-
-    def restart(self) -> None:
-        """Stop at once (`-m immediate`: every connection cut, as a crash would) and start again."""
-        self._pg_ctl("-l", str(self.root / "log"), "-o", self._options(), "-m", "immediate", "-w", "restart")
-
-    def stop(self) -> None:
-        try:
-            self._pg_ctl("-m", "immediate", "stop")
-        except subprocess.CalledProcessError:
-            pass
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def create_database(self, name: str) -> str:
-        """An empty database `name`; returns its URL."""
-        import psycopg
-
-        with psycopg.connect(self.url.replace("+psycopg", "") + "/postgres", autocommit=True) as conn:
-            conn.execute(f"CREATE DATABASE {name}")
-        return f"{self.url}/{name}"
 
 
 def kill_group(pid: int) -> None:

@@ -13,7 +13,6 @@ the backfill again with `--reprocess-behavior completed`: every result replaced,
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,6 +26,7 @@ from airflow_iqp.demo.standalone import DemoAirflow, stop_group, wait_healthy
 from airflow_iqp.ledger import migrate, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest, Query, Result, Window
 from airflow_iqp.results.publish import read_result
+from airflow_iqp.spark.connect_server import free_port
 from tests.integration.test_real_inputs import (
     DEPARTMENTS,
     SALES_SQL,
@@ -76,13 +76,6 @@ dag = intermittent_query(
     retry_delay=timedelta(seconds=2),
 )
 """
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _write_dag(
@@ -175,7 +168,7 @@ def airflow(
             "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__IQP__RESOURCES": "1",
         },
-        port=_free_port(),
+        port=free_port(),
     )
 
 
