@@ -6,7 +6,7 @@ triggerer's log; a DAG may pass its own, e.g. a notifier).
 A window's result is due `deadline` after the window ends. A scheduled run's logical date is
 its window's start (WindowTimetable), so the alert is `window + deadline` after the logical
 date. A manual run that names no logical date gets no alert (Airflow skips it). The ledger's
-forecasts (airflow_iqp.ui.watch) warn before this: the alert is for a miss that happened.
+forecasts (airflow_iqp.runtime.forecasts) warn before this: the alert is for a miss that happened.
 """
 
 from __future__ import annotations

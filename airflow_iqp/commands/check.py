@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.declaration import RUNS_ON, ArrivalRate
-from airflow_iqp.demand import window_demand
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning.admission import admit, blocking
+from airflow_iqp.runtime.demand import window_demand
 
 if TYPE_CHECKING:
     import argparse

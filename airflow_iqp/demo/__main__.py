@@ -88,8 +88,9 @@ def plans(rows_per_file: float) -> dict[str, object]:
     (`demand.static_plan`): it leaves room for the longest job another example may hold the
     shared resource for.
     """
-    from airflow_iqp.declaration import ArrivalRate, dynamic_batching
-    from airflow_iqp.demand import static_plan, window_demand
+    from airflow_iqp.declaration import ArrivalRate
+    from airflow_iqp.runtime.demand import static_plan, window_demand
+    from airflow_iqp.runtime.sizing import dynamic_batching
 
     try:
         loaded = examples(rows_per_file)
@@ -124,7 +125,7 @@ def plans(rows_per_file: float) -> dict[str, object]:
 
 def batches_of(planned: object) -> int:
     """Batches per window: planned (static) or MinBatch's (dynamic); 0 if the plan is unusable."""
-    from airflow_iqp.declaration import DynamicBatching, WindowPlan
+    from airflow_iqp.runtime.sizing import DynamicBatching, WindowPlan
 
     if isinstance(planned, DynamicBatching):
         return planned.min_batch.batches(planned.expected_files)
@@ -155,7 +156,7 @@ def choose_scale() -> tuple[float, dict[str, object]]:
 
 def describe_plan(planned: object) -> str:
     """A plan (or MinBatch, or the declaration's error) in one line."""
-    from airflow_iqp.declaration import DynamicBatching, WindowPlan
+    from airflow_iqp.runtime.sizing import DynamicBatching, WindowPlan
 
     if isinstance(planned, DynamicBatching):
         mb = planned.min_batch

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.operators.window import spark_uri
 from airflow_iqp.results.publish import read_result
+from airflow_iqp.runtime.inputs import InputSpec, files_by_stream
 from airflow_iqp.settings import driver_address
-from airflow_iqp.window_input import InputSpec, files_by_stream
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -220,7 +220,7 @@ def record_replan(
     predicted_finish: datetime,
     note: Mapping[str, Any],
 ) -> None:
-    """A static window's remaining batches, replanned (`airflow_iqp.static_replan`): each mapping holds
+    """A static window's remaining batches, replanned (`airflow_iqp.runtime.replan`): each mapping holds
     the index of a batch not frozen yet and its new first_tuple, last_tuple, release,
     latest_start, planned_start and predicted_cost. `note` (when, after which batch, why) is
     appended to the plan's `replans`, which the UI and `iqp plan` read with the rest of the plan.
@@ -387,7 +387,7 @@ def record_result(session: Session, window_id: int, uri: str, rows: int, finishe
 
 
 def record_forecast(session: Session, window_id: int, predicted_finish: datetime) -> None:
-    """Keep an open window's predicted finish current (airflow_iqp.ui.watch); a closed window
+    """Keep an open window's predicted finish current (airflow_iqp.runtime.forecasts); a closed window
     keeps the last one it had.
     """
     session.execute(

@@ -24,7 +24,7 @@ The type of the Spark connection (`iqp_spark` by default) picks the execution pa
   commits nothing.
 
 After queueing, after releasing, and at every heartbeat, the task refreshes every open
-window's predicted finish (airflow_iqp.ui.watch) and logs the windows that turn at risk, so a
+window's predicted finish (airflow_iqp.runtime.forecasts) and logs the windows that turn at risk, so a
 job that overruns flags its window, and the windows queued behind it, before their deadlines.
 
 The policy, resource count and lease length are Airflow config, section [iqp] (airflow_iqp.settings).
@@ -46,12 +46,12 @@ from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, RequestSt
 from airflow_iqp.exceptions import InvalidSetting, LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
 from airflow_iqp.operators.window import JOBS_DIR
+from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings, driver_address
 from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.jobs.spec import PartialSpec
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger, RequestEndedTrigger
-from airflow_iqp.ui import watch
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -355,13 +355,13 @@ def _register(session: Session, request: ResourceRequest, settings: DispatchSett
     )
 
 
-def keep_forecasts(settings: DispatchSettings, log: watch.Log) -> None:
+def keep_forecasts(settings: DispatchSettings, log: forecasts.Log) -> None:
     """Refresh every open window's predicted finish in the ledger; a failure is logged and the
     job goes on (a forecast must never cost a job or its lease).
     """
     try:
         with session_scope() as session:
-            watch.refresh(session, settings.policy, settings.resources, datetime.now(UTC), log)
+            forecasts.refresh(session, settings.policy, settings.resources, datetime.now(UTC), log)
     except Exception:
         log.exception("could not refresh the IQP windows' forecasts; the job goes on")
 

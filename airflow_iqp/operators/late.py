@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_iqp.constants import BatchReason, BatchStatus, FileStatus, JobKind, OnLate, WindowStatus
-from airflow_iqp.costs import observe
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.results.publish import publish
+from airflow_iqp.runtime.costs import observe
+from airflow_iqp.runtime.inputs import InputSpec, files_by_stream
 from airflow_iqp.spark.jobs.output import read_marker
-from airflow_iqp.window_input import InputSpec, files_by_stream
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

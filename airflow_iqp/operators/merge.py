@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, WindowStatus
-from airflow_iqp.costs import observe, planning_model
-from airflow_iqp.declaration import merge_costs
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, run_window, spark_env, window_dir
 from airflow_iqp.results.publish import publish
+from airflow_iqp.runtime.costs import observe, planning_model
+from airflow_iqp.runtime.sizing import merge_costs
 from airflow_iqp.spark.jobs.output import read_marker
 
 if TYPE_CHECKING:

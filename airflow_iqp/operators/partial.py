@@ -4,7 +4,7 @@ dispatcher.
 
 Static mode: the task waits in the triggerer until the window holds the batch's units (or its
 input is final), then queues. Dynamic mode: the slot waits until a batch is eligible
-(airflow_iqp.slots), queues, and cuts the batch when granted. Either way the exact files are
+(airflow_iqp.runtime.slots), queues, and cuts the batch when granted. Either way the exact files are
 frozen in the ledger before the job is submitted — a file is frozen at most once per DAG — so a
 retry processes the same files and replaces its own output, and no file is counted twice.
 
@@ -23,8 +23,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, OnCorrupt
-from airflow_iqp.costs import observe, planning_model
-from airflow_iqp.declaration import file_costs, merge_costs
 from airflow_iqp.dynamic import work_left
 from airflow_iqp.exceptions import CorruptInput
 from airflow_iqp.ledger import session_scope, store
@@ -32,15 +30,17 @@ from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import SHORT_WAIT, DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, describe, partial_spec, run_window, spark_env, window_dir
-from airflow_iqp.slots import SlotAction, SlotSpec, decide
+from airflow_iqp.runtime.costs import observe, planning_model
+from airflow_iqp.runtime.inputs import InputSpec, files_by_stream, untaken
+from airflow_iqp.runtime.replan import replan_window
+from airflow_iqp.runtime.sizing import file_costs, merge_costs
+from airflow_iqp.runtime.slots import SlotAction, SlotSpec, decide
 from airflow_iqp.spark.jobs.inputs import CorruptFile
 from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
-from airflow_iqp.static_replan import replan_window
 from airflow_iqp.streams.quarantine import quarantine
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
-from airflow_iqp.window_input import InputSpec, files_by_stream, untaken
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -153,7 +153,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def _input_trigger(self) -> WindowInputTrigger:
         """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
-        (a replan may have moved it; see `static_replan`), or for the input to be final.
+        (a replan may have moved it; see `runtime.replan`), or for the input to be final.
         """
         where = None if self.batch["upto"] is None else (self.batch["window_id"], self.batch["index"])
         return WindowInputTrigger(self.batch["input"], self.batch["upto"], batch=where)
@@ -238,7 +238,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def _replan(self, window_id: int, index: int, ended: datetime) -> None:
         """Static: replan the window's remaining batches if this one ended off its plan
-        (`static_replan`), in a transaction of its own, still under the lease: the batch is
+        (`runtime.replan`), in a transaction of its own, still under the lease: the batch is
         recorded done whatever the replan does, and a plan that cannot be remade is kept.
         """
         try:

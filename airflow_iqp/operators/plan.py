@@ -29,16 +29,16 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.costs import planning_margin, planning_model, planning_rate
-from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs
-from airflow_iqp.demand import static_plan, window_demand
 from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.planning.admission import admit
-from airflow_iqp.slots import SlotSpec
-from airflow_iqp.window_input import InputSpec
+from airflow_iqp.runtime.costs import planning_margin, planning_model, planning_rate
+from airflow_iqp.runtime.demand import static_plan, window_demand
+from airflow_iqp.runtime.inputs import InputSpec
+from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, merge_costs
+from airflow_iqp.runtime.slots import SlotSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -216,7 +216,7 @@ class PlanWindowOperator(BaseOperator):
     ) -> int:
         """The window and its static batches in the ledger; returns the window id. `blocking`,
         the room left for another query's longest job, is recorded for a plan made for the
-        deadline only: a batch that ends off it replans the rest with it (`static_replan`).
+        deadline only: a batch that ends off it replans the rest with it (`runtime.replan`).
         """
         decl = self.declaration
         start, end = run_window(context)

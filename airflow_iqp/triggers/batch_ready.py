@@ -1,6 +1,6 @@
 """Dynamic mode: wait in the triggerer until this slot may cut a batch, or has nothing left.
 
-Read-only: it only lists the window's streams and reads the ledger (airflow_iqp.slots); the
+Read-only: it only lists the window's streams and reads the ledger (airflow_iqp.runtime.slots); the
 task registers with the dispatcher when it comes back.
 """
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import session_scope
-from airflow_iqp.slots import SlotAction, SlotSpec, decide
+from airflow_iqp.runtime.slots import SlotAction, SlotSpec, decide
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.window_input import InputSpec
+from airflow_iqp.runtime.inputs import InputSpec
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class WindowInputTrigger(BaseTrigger):
     """Fires once the window has at least `need` units, or its input is final (`need` None: only then).
     With `batch` (window id, batch index), `need` is that batch's planned end as the ledger holds
-    it at each look, so a replan of the window (airflow_iqp.static_replan) moves what it waits for.
+    it at each look, so a replan of the window (airflow_iqp.runtime.replan) moves what it waits for.
     """
 
     def __init__(

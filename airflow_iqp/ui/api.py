@@ -22,8 +22,9 @@ from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, status
 from fastapi.staticfiles import StaticFiles
 
 from airflow_iqp.ledger import session_scope
+from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.ui import read, risk, views, watch
+from airflow_iqp.ui import read, risk, views
 from airflow_iqp.ui.models import (
     DispatcherView,
     MissesView,
@@ -146,7 +147,7 @@ def _ledger() -> AbstractContextManager[Session]:
 def _forecasts(session: Session, now: datetime) -> dict[int, datetime]:
     """Every open window's predicted finish as of now (the tasks keep the ledger's own current)."""
     settings = DispatchSettings.load()
-    return watch.forecasts(session, settings.policy, settings.resources, now)
+    return forecasts.forecasts(session, settings.policy, settings.resources, now)
 
 
 def _query(session: Session, dag_id: str) -> read.QueryRow:

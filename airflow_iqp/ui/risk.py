@@ -10,7 +10,7 @@ overruns its prediction is taken to end now, so while it keeps running the forec
 with the clock. Jobs that have not registered yet are not foreseen.
 
 Pure: `now` is passed in; the adapter that reads the ledger, keeps the forecasts in it and logs
-the windows that turn at risk is `ui.watch`.
+the windows that turn at risk is `runtime.forecasts`.
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_iqp.constants import ExecutionPath
-from airflow_iqp.declaration import ArrivalRate, dynamic_batching, plan_files
+from airflow_iqp.declaration import ArrivalRate
 from airflow_iqp.exceptions import InvalidDeclaration
+from airflow_iqp.runtime.sizing import dynamic_batching, plan_files
 from benchmarks.ssbench import ours
 from benchmarks.ssbench.ours import Setting, Window
 

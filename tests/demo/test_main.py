@@ -3,9 +3,10 @@ before its deadline for the longest job another example may hold the shared reso
 
 from __future__ import annotations
 
-from airflow_iqp.declaration import ArrivalRate, WindowPlan
-from airflow_iqp.demand import window_demand
+from airflow_iqp.declaration import ArrivalRate
 from airflow_iqp.demo.__main__ import FILES, LINEITEM_PER_SCALE, examples, execution_path, plans
+from airflow_iqp.runtime.demand import window_demand
+from airflow_iqp.runtime.sizing import WindowPlan
 
 
 def test_printed_static_plans_leave_room_for_the_other_examples_longest_job() -> None:

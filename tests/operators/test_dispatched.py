@@ -28,11 +28,12 @@ from airflow_iqp.operators.dispatched import (
     keep_forecasts,
 )
 from airflow_iqp.operators.window import merge_spec, spark_env
+from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.triggers.grant import RequestEndedTrigger
-from airflow_iqp.ui import read, risk, views, watch
+from airflow_iqp.ui import read, risk, views
 from airflow_iqp.ui.models import Outcome
 
 if TYPE_CHECKING:
@@ -354,7 +355,7 @@ def test_a_slowed_batch_flags_its_window_at_risk_before_the_deadline(
             threading.Event().wait(0.1)
         # what the monitor shows meanwhile
         with session_scope(url, read_only=True) as s:
-            live = watch.forecasts(s, Policy.EDF, 1, datetime.now(UTC))
+            live = forecasts.forecasts(s, Policy.EDF, 1, datetime.now(UTC))
             q6 = read.query_of_dag(s, "iqp_q6")
             assert q6 is not None
             shown = read.window(s, q6, window_id)
@@ -380,7 +381,7 @@ def test_a_forecast_that_fails_never_stops_the_job(
     def broken(*args: object) -> dict[int, datetime]:
         raise RuntimeError("no forecast today")
 
-    monkeypatch.setattr(watch, "refresh", broken)
+    monkeypatch.setattr(forecasts, "refresh", broken)
     with caplog.at_level(logging.ERROR, logger=LOG.name):
         keep_forecasts(DispatchSettings(Policy.EDF, 1, lease_seconds=5), LOG)
     (record,) = caplog.records

@@ -16,12 +16,12 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators import partial
 from airflow_iqp.operators.partial import PartialAggregateOperator
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
-from airflow_iqp.window_input import ORIGIN, InputSpec
-from tests.test_static_replan import PLANNED, planned_window, run_first_batch
-from tests.test_static_replan import at as replanned_at
+from tests.runtime.test_replan import PLANNED, planned_window, run_first_batch
+from tests.runtime.test_replan import at as replanned_at
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -206,7 +206,7 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
 
 
 def moved(url: str, window_id: int, rows: list[tuple[int, int, int]]) -> None:
-    """A replan (static_replan) of the batches not frozen: (index, first, last) each."""
+    """A replan (runtime.replan) of the batches not frozen: (index, first, last) each."""
     with session_scope(url) as s:
         store.record_replan(s, window_id, batch_rows(rows), T0 + WINDOW, {"why": "test"})
 

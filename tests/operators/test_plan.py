@@ -14,16 +14,17 @@ import pytest
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import ExecutionPath, Mode
-from airflow_iqp.declaration import LEARN, ArrivalRate, declare, dynamic_batching, file_costs, plan_files
-from airflow_iqp.demand import window_demand
+from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.exceptions import InputGone, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.planning.admission import admit
-from airflow_iqp.slots import SlotSpec
+from airflow_iqp.runtime.demand import window_demand
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
+from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, plan_files
+from airflow_iqp.runtime.slots import SlotSpec
 from airflow_iqp.streams.assign import window_start
 from airflow_iqp.streams.spec import FileStream
-from airflow_iqp.window_input import ORIGIN, InputSpec
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -286,7 +287,7 @@ def test_a_static_plan_leaves_room_for_another_querys_longest_job(tmp_path: Path
     assert alone.finish + room > (WINDOW + decl.deadline).total_seconds()  # without the room, no room
     window = recorded(url, decl, start)
     assert f"{room:.1f} s left for iqp_other's longest job" in window.plan["how"]
-    assert window.plan["blocking"] == room  # what a replan of its batches leaves room for (static_replan)
+    assert window.plan["blocking"] == room  # what a replan of its batches leaves room for (runtime.replan)
     with session_scope(url) as s:
         demands = {q.name: q for q in store.demands(s)}
     assert demands["iqp_q6"] == window_demand(decl, RATE, model, room)

@@ -16,12 +16,12 @@ from airflow.serialization.serialized_objects import BaseSerialization
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.slots import SlotAction, SlotSpec
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
+from airflow_iqp.runtime.slots import SlotAction, SlotSpec
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
-from airflow_iqp.window_input import ORIGIN, InputSpec
 
 if TYPE_CHECKING:
     from pathlib import Path

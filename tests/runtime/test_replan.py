@@ -15,7 +15,7 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning import PiecewiseLinearCost
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.replan import Remaining, replan
-from airflow_iqp.static_replan import off_plan, replan_window
+from airflow_iqp.runtime.replan import off_plan, replan_window
 from airflow_iqp.streams.files import DataFile
 
 if TYPE_CHECKING:

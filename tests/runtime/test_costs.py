@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, Mode
-from airflow_iqp.costs import MARGIN_K, observe, planning_margin, planning_model, planning_rate
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning.cost_model_file import FittedCostModel
+from airflow_iqp.runtime.costs import MARGIN_K, observe, planning_margin, planning_model, planning_rate
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
 

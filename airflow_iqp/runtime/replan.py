@@ -26,10 +26,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 from airflow_iqp.constants import BatchStatus
-from airflow_iqp.declaration import file_costs
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.replan import Remaining, Replan, replan
+from airflow_iqp.runtime.sizing import file_costs
 
 if TYPE_CHECKING:
     from datetime import datetime

@@ -13,13 +13,14 @@ import math
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.declaration import dynamic_batching, file_costs, merge_costs, plan_files
 from airflow_iqp.planning.admission import RecurringQuery, blocking
+from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, merge_costs, plan_files
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration, WindowPlan
+    from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
+    from airflow_iqp.runtime.sizing import WindowPlan
 
 
 def static_plan(

@@ -24,7 +24,7 @@ from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind
 from airflow_iqp.dynamic import batch_reason, expected_time_of
 from airflow_iqp.ledger import store
 from airflow_iqp.ledger.models import Batch, DispatchRequest
-from airflow_iqp.window_input import InputSpec, untaken
+from airflow_iqp.runtime.inputs import InputSpec, untaken
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

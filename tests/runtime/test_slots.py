@@ -11,11 +11,11 @@ import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.slots import SlotAction, SlotDecision, SlotSpec, decide
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
+from airflow_iqp.runtime.slots import SlotAction, SlotDecision, SlotSpec, decide
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
-from airflow_iqp.window_input import ORIGIN, InputSpec
 
 if TYPE_CHECKING:
     from collections.abc import Iterable

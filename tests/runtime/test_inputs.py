@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec, files_by_stream, untaken
 from airflow_iqp.streams.assign import InputUnit
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
-from airflow_iqp.window_input import ORIGIN, InputSpec, files_by_stream, untaken
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -12,13 +12,13 @@ from sqlalchemy import select
 from airflow_iqp.constants import Policy, WindowStatus
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest, Window
-from airflow_iqp.ui import watch
+from airflow_iqp.runtime import forecasts
 from tests.ui.seed import GRACE, MERGE_COST, PLANNED_COSTS, SECRET_BATCH_COST, SECRET_DAG, WINDOW, Seeded
 
 if TYPE_CHECKING:
     import pytest
 
-LOG = logging.getLogger("tests.ui.watch")
+LOG = logging.getLogger("tests.runtime.forecasts")
 
 
 def stored(seeded: Seeded) -> dict[int, tuple[str, object]]:
@@ -31,7 +31,7 @@ def test_refresh_keeps_every_open_windows_forecast_and_logs_the_ones_turning_at_
 ) -> None:
     before = stored(seeded)
     with caplog.at_level(logging.INFO, logger=LOG.name), session_scope(seeded.url) as s:
-        predicted = watch.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+        predicted = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
     after = stored(seeded)
     assert set(predicted) == {seeded.at_risk, seeded.secret_running, seeded.secret_waiting}
     for window_id, at in predicted.items():
@@ -55,13 +55,13 @@ def test_refresh_keeps_every_open_windows_forecast_and_logs_the_ones_turning_at_
     ]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger=LOG.name), session_scope(seeded.url) as s:
-        assert watch.refresh(s, Policy.EDF, 1, seeded.now, LOG) == predicted
+        assert forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG) == predicted
     assert caplog.records == []  # nothing moved: nothing written or said again
 
 
 def test_a_window_back_on_track_is_logged(seeded: Seeded, caplog: pytest.LogCaptureFixture) -> None:
     with session_scope(seeded.url) as s:
-        watch.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+        forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
         # iqp_secret's batch ends early after all: the resource frees now
         lease = dispatch.status(
             s, s.scalars(select(DispatchRequest.id).where(DispatchRequest.window_id == seeded.secret_running)).one()
@@ -73,7 +73,7 @@ def test_a_window_back_on_track_is_logged(seeded: Seeded, caplog: pytest.LogCapt
         )
         dispatch.release(s, lease, seeded.now)
     with caplog.at_level(logging.INFO, logger=LOG.name), session_scope(seeded.url) as s:
-        predicted = watch.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+        predicted = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
     # iqp_secret's batch 1 has landed and has the earlier deadline: it goes first, then iqp_sales' batch and merge
     assert predicted[seeded.at_risk] == seeded.now + timedelta(seconds=2 * PLANNED_COSTS[1] + MERGE_COST)
     back = [r.getMessage() for r in caplog.records if "iqp_sales is back on track" in r.getMessage()]
@@ -86,7 +86,7 @@ def test_a_window_back_on_track_is_logged(seeded: Seeded, caplog: pytest.LogCapt
 
 def test_the_api_and_the_tasks_compute_the_same_forecasts(seeded: Seeded) -> None:
     with session_scope(seeded.url, read_only=True) as s:
-        shown = watch.forecasts(s, Policy.EDF, 1, seeded.now)
+        shown = forecasts.forecasts(s, Policy.EDF, 1, seeded.now)
     with session_scope(seeded.url) as s:
-        kept = watch.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+        kept = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
     assert shown == kept
