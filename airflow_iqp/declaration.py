@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 from airflow_iqp.constants import ExecutionPath, Mode, OnCorrupt, OnLate
+from airflow_iqp.example_files import example_dir
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import QueryDefinition, load_query
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from airflow_iqp.planning import PiecewiseLinearCost
 
 _E = TypeVar("_E", bound=StrEnum)
-EXAMPLE_COST_MODELS = Path(__file__).resolve().parent / "examples" / "cost_models"
+EXAMPLE_COST_MODELS = example_dir("cost_models")
 LEARN: Literal["learn"] = "learn"
 RUNS_ON = (ExecutionPath.SPARK_SUBMIT, ExecutionPath.SPARK_CONNECT)  # the paths a Spark connection picks
 

@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_iqp.example_files import example_dir
 from airflow_iqp.sql import parse_query, table_names
 
-EXAMPLE_QUERIES = Path(__file__).resolve().parent / "examples" / "queries"
+EXAMPLE_QUERIES = example_dir("queries")
 _HEADER_KEYS = ("name", "streams", "static")
 _HEADER_LINE = re.compile(r"--\s*(\w+)\s*:(.*)")
 

@@ -21,14 +21,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from airflow_iqp.example_files import example_dir
 from airflow_iqp.planning.cost_model_file import PATHS
 from airflow_iqp.simulation import protocol, report, workload
 from airflow_iqp.simulation.engine import Noise
 from airflow_iqp.tpch.replay import PROFILES
 from airflow_iqp.validation import number
 
-# The examples' fitted models (declaration.EXAMPLE_COST_MODELS, not imported: it loads Airflow).
-EXAMPLE_COST_MODELS = Path(__file__).resolve().parents[1] / "examples" / "cost_models"
+# The examples' fitted models, as declaration.EXAMPLE_COST_MODELS (not imported: it loads Airflow).
+EXAMPLE_COST_MODELS = example_dir("cost_models")
 
 
 def volume_arg(text: str) -> str | float:

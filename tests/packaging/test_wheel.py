@@ -1,8 +1,9 @@
 """The provider as a user installs it: a wheel, not this checkout.
 
 Builds the wheel, installs it (not editable) into a fresh virtual environment with the versions
-uv.lock pins, and parses an example DAG there: the packaged TPC-H query and cost model must be
-found inside site-packages, never in the repository.
+uv.lock pins, and parses an example DAG there: the TPC-H query and cost model (the repository's
+top-level queries/ and cost_models/, shipped as package data) must be found inside site-packages,
+never in the repository.
 """
 
 from __future__ import annotations
@@ -59,6 +60,9 @@ def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
     assert {"airflow_iqp/ui/static/iqp.umd.js", "airflow_iqp/ui/static/iqp.svg"} <= set(names)
     assert not [n for n in names if n.startswith("airflow_iqp/ui/www/")]
     assert "airflow_iqp_ui = airflow_iqp.plugins.ui:IqpUiPlugin" in entry_points
+    # typed (PEP 561), and the top-level example queries and models ship as package data
+    assert "airflow_iqp/py.typed" in names
+    assert {"airflow_iqp/examples/queries/q6.sql", "airflow_iqp/examples/cost_models/q6.json"} <= set(names)
     pins = tmp_path / "pins.txt"
     _run(uv, "export", "--frozen", "--no-hashes", "--no-emit-project", "--all-extras", "-o", str(pins), cwd=REPO)
     venv = tmp_path / "venv"
@@ -87,6 +91,7 @@ def test_the_wheel_installs_and_parses_an_example_dag(tmp_path: Path) -> None:
         assert Path(parsed[key]).is_relative_to(site), f"{key} came from {parsed[key]}, not the installed wheel"
         assert not Path(parsed[key]).is_relative_to(REPO)
     assert parsed["query"].endswith("airflow_iqp/examples/queries/q6.sql")
+    assert parsed["cost_model"].endswith("airflow_iqp/examples/cost_models/q6.json")
     assert (
         parsed["version"]
         == _run(
