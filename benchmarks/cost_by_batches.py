@@ -1,7 +1,7 @@
 """Total cost of a query's whole stream by number of batches, normalized to one batch (paper Fig. 4).
 
 Run: uv run python benchmarks/cost_by_batches.py [--data data/s001] [--queries q1,q3]
-     uv run python benchmarks/cost_by_batches.py --from-models airflow_iqp/examples/cost_models
+     uv run python benchmarks/cost_by_batches.py --from-models cost_models
 
 Measuring: each query's stream is processed as 1, 2, 4, 8, 16, 32 batches in-process on one
 shared session; a batch count's cost is the sum of its partial job times plus its merge time.
