@@ -85,8 +85,9 @@ class RankedEntry:
 
 @dataclass(frozen=True)
 class RequestRow:
-    """A batch or merge asking the dispatcher for a resource. `query` is the name the
-    dispatcher ranks by (round robin's memory is kept per `query`).
+    """A batch or merge asking the dispatcher for a resource, with what the dispatcher ranks it
+    by (`dynamic.dispatch.Candidate.of_request`): `query` (round robin's memory is kept per
+    `query`), and for a backfill's request the start of the window it backfills.
     """
 
     id: int
@@ -104,6 +105,7 @@ class RequestRow:
     released_at: datetime | None
     resource_id: int | None
     ranking: tuple[RankedEntry, ...]
+    backfill_window: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -378,12 +380,12 @@ def _batch_row(b: Batch) -> BatchRow:
 
 def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = None) -> list[RequestRow]:
     rows = session.execute(
-        select(DispatchRequest, Window.query_id)
+        select(DispatchRequest, Window.query_id, Window.backfill, Window.window_start)
         .join(Window, Window.id == DispatchRequest.window_id)
         .where(where)
         .order_by(DispatchRequest.registered_at, DispatchRequest.id)
     ).all()
-    if dags is None or any(query_id not in dags for _, query_id in rows):
+    if dags is None or any(query_id not in dags for _, query_id, _, _ in rows):
         dags = _dags(session)
     return [
         RequestRow(
@@ -402,8 +404,9 @@ def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = No
             released_at=r.released_at,
             resource_id=r.resource_id,
             ranking=tuple(RankedEntry(int(entry[0]), entry[2]) for entry in r.ranking or ()),
+            backfill_window=window_start if backfill else None,
         )
-        for r, query_id in rows
+        for r, query_id, backfill, window_start in rows
     ]
 
 

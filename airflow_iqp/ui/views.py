@@ -416,13 +416,14 @@ def queue_order(rows: DispatcherRows, policy: Policy, now: datetime) -> list[Req
     """The waiting requests in the order the dispatcher serves them (`best_first`, the one ranking)."""
     waiting = {r.id: r for r in rows.open if r.state == RequestState.WAITING}
     candidates = [
-        Candidate(
+        Candidate.of_request(
             request=r.id,
             query=r.query,
-            deadline=r.deadline.timestamp(),
+            deadline=r.deadline,
             remaining=r.remaining_cost,
-            registered=r.registered_at.timestamp(),
-            last_served=served.timestamp() if (served := rows.last_served.get(r.query)) else -math.inf,
+            ready=r.registered_at,
+            last_served=rows.last_served.get(r.query),
+            backfill_window=r.backfill_window,
         )
         for r in waiting.values()
     ]

@@ -252,16 +252,26 @@ requests_strategy = st.lists(
         st.floats(0, 500),  # remaining
         st.floats(0, 600),  # registered
         st.sampled_from(["q", "r", "s"]),
+        st.one_of(st.none(), st.floats(-9000, -1000)),  # the start of the window a backfill backfills
     ),
     max_size=8,
 )
 
 
 @given(requests_strategy, st.sampled_from(list(Policy)))
-def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float, str]], policy: Policy) -> None:
+def test_the_queue_is_in_best_first_order(
+    specs: list[tuple[float, float, float, str, float | None]], policy: Policy
+) -> None:
     waiting = tuple(
-        request(i, deadline=at(d), remaining_cost=r, registered_at=at(reg), query=q)
-        for i, (d, r, reg, q) in enumerate(specs, start=1)
+        request(
+            i,
+            deadline=at(d),
+            remaining_cost=r,
+            registered_at=at(reg),
+            query=q,
+            backfill_window=None if b is None else at(b),
+        )
+        for i, (d, r, reg, q, b) in enumerate(specs, start=1)
     )
     last_served = {"q": at(-50), "r": at(-10)}
     rows = DispatcherRows(resources=(), open=waiting, grants=(), ranked_dags={}, last_served=last_served)
@@ -276,6 +286,7 @@ def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float,
                 r.remaining_cost,
                 r.registered_at.timestamp(),
                 last_served[r.query].timestamp() if r.query in last_served else -math.inf,
+                None if r.backfill_window is None else r.backfill_window.timestamp(),
             )
             for r in waiting
         ],
@@ -283,6 +294,8 @@ def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float,
     )
     view = views.dispatcher(rows, policy, now, readable={DAG})
     assert [q.request for q in view.queue] == [c.request for c in expected]
+    backfills = [r.backfill_window is not None for r in waiting]
+    assert [backfills[q.request - 1] for q in view.queue] == sorted(backfills)  # live ones first
     assert [q.position for q in view.queue] == list(range(1, len(waiting) + 1))
 
 
