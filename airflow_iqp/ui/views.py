@@ -507,7 +507,7 @@ def _grant(g: RequestRow, rows: DispatcherRows, policy: Policy, readable: Collec
                 redacted=not shown,
                 dag_id=dag if shown else None,
                 key=entry.key,
-                key_at=_key_time(policy, entry.key),
+                key_at=_key_time(policy, entry.key, backfill=entry.request in rows.ranked_backfills),
             )
         )
     return Grant(
@@ -527,8 +527,11 @@ def _grant(g: RequestRow, rows: DispatcherRows, policy: Policy, readable: Collec
     )
 
 
-def _key_time(policy: Policy, key: float | None) -> datetime | None:
-    """EDF ranks by the deadline and round robin by the last service, both epochs."""
-    if key is None or policy not in (Policy.EDF, Policy.RR):
+def _key_time(policy: Policy, key: float | None, backfill: bool) -> datetime | None:
+    """EDF ranks by the deadline and round robin by the last service, both epochs; a backfill's
+    request, under every policy, by the start of the window it backfills
+    (`dynamic.dispatch.Candidate.key`).
+    """
+    if key is None or not (backfill or policy in (Policy.EDF, Policy.RR)):
         return None
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=key)

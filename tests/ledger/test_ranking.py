@@ -83,3 +83,10 @@ def test_the_monitors_queue_is_the_order_the_dispatcher_grants(ledger_db: str, p
             assert dispatch.release(s, lease, _s(5.5 + step))
     assert shown == granted
     assert [names[request] for request in granted] == GRANTED[policy]
+
+    # the first grant's stored ranking is that order too, and shows the backfill's key as its window's start
+    with session_scope(ledger_db) as s:
+        rows = read.dispatcher(s, _s(0))
+    first = next(g for g in views.dispatcher(rows, policy, _s(9), readable=set(DAGS)).grants if g.request == shown[0])
+    assert [first.request, *(o.request for o in first.others)] == shown
+    assert first.others[-1].key_at == old

@@ -353,6 +353,9 @@ def test_an_expired_lease_shows_as_expired() -> None:
 
 def test_key_times_only_for_policies_that_rank_by_a_time() -> None:
     key = (T0 + timedelta(seconds=5)).timestamp()
-    assert views._key_time(Policy.EDF, key) == at(5)
-    assert views._key_time(Policy.RR, None) is None
-    assert views._key_time(Policy.LLF, 12.0) is None
+    assert views._key_time(Policy.EDF, key, backfill=False) == at(5)
+    assert views._key_time(Policy.RR, None, backfill=False) is None
+    assert views._key_time(Policy.LLF, 12.0, backfill=False) is None
+    # a backfill's request ranks by the start of the window it backfills, whatever the policy
+    assert views._key_time(Policy.LLF, key, backfill=True) == at(5)
+    assert views._key_time(Policy.SJF, key, backfill=True) == at(5)
