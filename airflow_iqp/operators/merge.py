@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, WindowStatus
+from airflow_iqp.dynamic import window_remaining
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
@@ -28,7 +29,9 @@ MERGE_SLOT = -1  # the merge's slot in dispatcher requests: partials use their m
 
 
 def merge_request(declaration: Declaration, window: store.WindowSummary, model: CostModel | None) -> ResourceRequest:
-    """The merge asks for the resource with its window's deadline and its own cost."""
+    """The merge asks for the resource with its window's deadline and remaining work: its own
+    cost, every batch being done or skipped.
+    """
     partials = sum(b.status == BatchStatus.DONE for b in window.batches)
     if model is None:
         cost = float(window.plan.get("merge_cost") or 0.0)
@@ -42,7 +45,7 @@ def merge_request(declaration: Declaration, window: store.WindowSummary, model: 
         slot=MERGE_SLOT,
         reason=BatchReason.ALL_PROCESSED,
         deadline=window.deadline,
-        remaining_cost=cost,
+        remaining_cost=window_remaining(window.status, window.batches, cost),
     )
 
 

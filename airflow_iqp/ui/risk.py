@@ -32,6 +32,7 @@ from airflow_iqp.constants import (
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.estimate import expected_time_of
 from airflow_iqp.dynamic.forecast import Backlog, Pending, finish
+from airflow_iqp.dynamic.laxity import unfinished
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
 RISK_QUANTILE = 0.9
 OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
-FINISHED = (BatchStatus.DONE, BatchStatus.SKIPPED)
 # Ids of jobs not registered yet (a window's id is added): after every real request they tie with.
 _NOT_REGISTERED = 2**62
 
@@ -64,7 +64,7 @@ def backlog(w: WindowRow, model: LearnedCost | None, now: float) -> Backlog | No
     running_until: float | None = None
     jobs: list[tuple[int | None, Pending]] = []  # (slot, job): None for dynamic work not cut yet
     for b in sorted(w.batches, key=lambda b: b.index):
-        if b.status in FINISHED:
+        if not unfinished(b):
             continue
         seconds = pricing.batch(b)
         if b.status is BatchStatus.RUNNING and b.actual_start is not None:
@@ -170,7 +170,7 @@ def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
     plan = w.plan
     expected, min_batch = int(plan.get("expected_files") or 0), int(plan.get("min_batch") or 0)
     taken = sum(b.last_tuple - b.first_tuple + 1 for b in w.batches)
-    cut_slots = {b.slot for b in w.batches if b.status not in FINISHED}
+    cut_slots = {b.slot for b in w.batches if unfinished(b)}
     asking = any(
         r.kind is JobKind.PARTIAL and r.state in OPEN_REQUEST_STATES and r.slot not in cut_slots for r in w.requests
     )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import BatchStatus, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.laxity import window_remaining
 from airflow_iqp.learning.cost import LearnedCost, NotEnoughObservations, fit_cost
 from airflow_iqp.ui.models import (
     Axis,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from airflow_iqp.ui.read import BatchRow, DispatcherRows, Observed, QueryRow, RequestRow, WindowRow
 
 OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
-FINISHED = (BatchStatus.DONE, BatchStatus.SKIPPED)
 AXIS_MARGIN = 1.05  # the axis runs 5% past the latest thing drawn
 MOST_TICKS = 8
 # Tick steps in seconds: decimal below ten seconds, then steps a clock reader expects.
@@ -118,16 +118,15 @@ def merge_cost(w: WindowRow) -> float | None:
 
 
 def remaining_s(w: WindowRow) -> float:
-    """Predicted work the window still needs: what its open request told the dispatcher, else
-    the plan's costs of the batches not finished plus the merge.
+    """The window's remaining work (`dynamic.laxity.window_remaining`): as its open request told
+    the dispatcher, which ranks it by that; else from its plan's batches and merge.
     """
     if w.status not in OPEN:
         return 0.0
     open_requests = [r for r in w.requests if r.state in (RequestState.WAITING, RequestState.GRANTED)]
     if open_requests:
         return open_requests[-1].remaining_cost
-    pending = sum(b.predicted_cost for b in w.batches if b.status not in FINISHED)
-    return pending + float(w.plan.get("merge_cost") or 0.0)
+    return window_remaining(w.status, w.batches, float(w.plan.get("merge_cost") or 0.0))
 
 
 def laxity_s(w: WindowRow, now: datetime) -> float | None:
