@@ -1,12 +1,12 @@
 """Whom the shared Spark resource goes to next, among batches and merges of many queries.
 
 This is the one ordering of waiting jobs: the live dispatcher (ledger/dispatch.py) builds its
-candidates from the requests in the ledger, the monitor's queue and forecasts (ui/views.py,
-ui/risk.py) from the same requests as the UI reads them, both through `Candidate.of_request`; the simulator
-(simulation/queue.py) builds them from its query states. All serve `best_first(...)[0]`, so the
-monitor shows the order grants follow, and `iqp simulate --policies rr` predicts what `[iqp]
-policy = rr` runs, ties included (and the `edf-idle`, `llf-idle` columns what EDF and LLF run
-on one resource).
+candidates from the requests in the ledger, and the monitor's queue and forecasts (ui/views.py,
+ui/risk.py) from the same requests as the UI reads them, both with `Candidate.of_request`; the
+simulator (simulation/queue.py) builds them from its query states. All serve
+`best_first(...)[0]`, so the monitor shows the order grants follow, and `iqp simulate
+--policies rr` predicts what `[iqp] policy = rr` runs, ties included (and the `edf-idle`,
+`llf-idle` columns what EDF and LLF run on one resource).
 
 `inserted_idle` is the one exception to serving the best job at once: a non-idling scheduler
 grants a long job of a later deadline moments before a job of an earlier deadline is released,
