@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_iqp.constants import BatchReason, BatchStatus, FileStatus, JobKind, OnLate, WindowStatus
-from airflow_iqp.dynamic import window_remaining
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
@@ -101,9 +100,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         return dict(late)
 
     def resource_request(self, context: Context) -> ResourceRequest:
-        """Ranked as part of this run: its window's deadline and remaining work, none once it
-        merged (the late windows' own deadlines have passed).
-        """
+        """Ranked as part of this run: its window's deadline (the late windows' own have passed)."""
         with session_scope() as session:
             window = store.window_summary(session, self._window_id(session, context))
         return ResourceRequest(
@@ -113,7 +110,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
             slot=LATE_SLOT,
             reason=BatchReason.LATE,
             deadline=window.deadline,
-            remaining_cost=window_remaining(window.status, window.batches, window.plan.get("merge_cost") or 0.0),
+            remaining_cost=0.0,
         )
 
     def _window_id(self, session: Session, context: Context) -> int:

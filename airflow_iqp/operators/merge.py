@@ -29,9 +29,7 @@ MERGE_SLOT = -1  # the merge's slot in dispatcher requests: partials use their m
 
 
 def merge_request(declaration: Declaration, window: store.WindowSummary, model: CostModel | None) -> ResourceRequest:
-    """The merge asks for the resource with its window's deadline and remaining work: its own
-    cost, every batch being done or skipped.
-    """
+    """The merge asks for the resource with its window's deadline and its own cost."""
     partials = sum(b.status == BatchStatus.DONE for b in window.batches)
     if model is None:
         cost = float(window.plan.get("merge_cost") or 0.0)
