@@ -9,7 +9,7 @@ from __future__ import annotations
 from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, Upcoming, best_first, inserted_idle
 from airflow_iqp.dynamic.eligibility import Job, batch_reason, next_ready_time, ready_job, ready_since
 from airflow_iqp.dynamic.estimate import estimate_total, expected_time_of
-from airflow_iqp.dynamic.laxity import laxity, remaining_cost, work_left
+from airflow_iqp.dynamic.laxity import laxity, remaining_cost, window_remaining, work_left
 from airflow_iqp.dynamic.policies import check_policy, rank
 from airflow_iqp.dynamic.state import QueryState
 
@@ -31,5 +31,6 @@ __all__ = [
     "ready_job",
     "ready_since",
     "remaining_cost",
+    "window_remaining",
     "work_left",
 ]

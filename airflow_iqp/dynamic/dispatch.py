@@ -1,10 +1,12 @@
 """Whom the shared Spark resource goes to next, among batches and merges of many queries.
 
 This is the one ordering of waiting jobs: the live dispatcher (ledger/dispatch.py) builds its
-candidates from the requests in the ledger, the simulator (simulation/queue.py) from its query
-states, and both serve `best_first(...)[0]`, so `iqp simulate --policies rr` predicts what
-`[iqp] policy = rr` runs, ties included (and the `edf-idle`, `llf-idle` columns what EDF and
-LLF run on one resource).
+candidates from the requests in the ledger, and the monitor's queue and forecasts (ui/views.py,
+ui/risk.py) from the same requests as the UI reads them, both with `Candidate.of_request`; the
+simulator (simulation/queue.py) builds them from its query states. All serve
+`best_first(...)[0]`, so the monitor shows the order grants follow, and `iqp simulate
+--policies rr` predicts what `[iqp] policy = rr` runs, ties included (and the `edf-idle`,
+`llf-idle` columns what EDF and LLF run on one resource).
 
 `inserted_idle` is the one exception to serving the best job at once: a non-idling scheduler
 grants a long job of a later deadline moments before a job of an earlier deadline is released,
@@ -17,6 +19,7 @@ live ones, oldest window first; a live job waits at most for the backfill jobs a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,6 +28,7 @@ from airflow_iqp.dynamic.policies import check_policy, rank
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+    from datetime import datetime
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,34 @@ class Candidate:
     registered: float  # when the job became ready and asked for the resource
     last_served: float  # when its query last got the resource; -inf if never
     backfill_window: float | None = None  # a backfill job: the start of the window it backfills
+
+    @classmethod
+    def of_request(
+        cls,
+        *,
+        request: int,
+        query: str,
+        deadline: datetime,
+        remaining: float,
+        ready: datetime,
+        last_served: datetime | None,
+        backfill_window: datetime | None,
+    ) -> Candidate:
+        """A waiting request of the ledger as every ranking of them sees it: the grant, the
+        monitor's queue and its forecasts. `ready` is when it registered (or will), `last_served`
+        when its query last got a resource (None: never), `backfill_window` the start of the
+        window a backfill request backfills (None: a live request). Built in this one place so
+        that no copy can leave out what makes a backfill wait behind every live job.
+        """
+        return cls(
+            request=request,
+            query=query,
+            deadline=deadline.timestamp(),
+            remaining=remaining,
+            registered=ready.timestamp(),
+            last_served=-math.inf if last_served is None else last_served.timestamp(),
+            backfill_window=None if backfill_window is None else backfill_window.timestamp(),
+        )
 
     def key(self, policy: Policy, now: float) -> tuple[bool, float, float, int]:
         """Smaller is served first: live before backfill; among live jobs the policy's rank

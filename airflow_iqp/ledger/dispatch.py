@@ -316,14 +316,14 @@ def _choices(
     ).all()
     last_served = _last_served(session, {r.query for r in waiting}) if policy == Policy.RR and waiting else {}
     candidates = [
-        Candidate(
+        Candidate.of_request(
             request=r.id,
             query=r.query,
-            deadline=r.deadline.timestamp(),
+            deadline=r.deadline,
             remaining=r.remaining_cost,
-            registered=r.registered_at.timestamp(),
-            last_served=served.timestamp() if (served := last_served.get(r.query)) else -math.inf,
-            backfill_window=r.window_start.timestamp() if r.backfill else None,
+            ready=r.registered_at,
+            last_served=last_served.get(r.query),
+            backfill_window=r.window_start if r.backfill else None,
         )
         for r in waiting
     ]

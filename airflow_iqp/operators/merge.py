@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, WindowStatus
+from airflow_iqp.dynamic import window_remaining
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
@@ -42,7 +43,7 @@ def merge_request(declaration: Declaration, window: store.WindowSummary, model: 
         slot=MERGE_SLOT,
         reason=BatchReason.ALL_PROCESSED,
         deadline=window.deadline,
-        remaining_cost=cost,
+        remaining_cost=window_remaining(window.status, window.batches, cost),
     )
 
 

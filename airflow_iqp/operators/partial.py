@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, OnCorrupt
-from airflow_iqp.dynamic import work_left
+from airflow_iqp.dynamic import window_remaining, work_left
 from airflow_iqp.exceptions import CorruptInput
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
@@ -179,9 +179,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
             slot, reason = spec.slot, decision.reason or BatchReason.RETRY
         else:
-            remaining = plan["merge_cost"] + sum(
-                b.predicted_cost for b in window.batches if b.status != BatchStatus.DONE
-            )
+            remaining = window_remaining(window.status, window.batches, plan["merge_cost"])
             slot, reason = self.batch.get("slot", self.batch.get("index", 0)), BatchReason.PLANNED
         return ResourceRequest(
             window_id=window.id,

@@ -203,7 +203,10 @@ class Ranked(BaseModel):
     redacted: bool
     dag_id: str | None
     key: float | None
-    key_at: datetime | None = Field(description="the key as a time, under EDF (deadline) and RR (last served)")
+    key_at: datetime | None = Field(
+        description="the key as a time: under EDF the deadline, under RR the last service, and a backfill's "
+        "request's under every policy the start of the window it backfills"
+    )
 
 
 class Grant(BaseModel):

@@ -85,8 +85,9 @@ class RankedEntry:
 
 @dataclass(frozen=True)
 class RequestRow:
-    """A batch or merge asking the dispatcher for a resource. `query` is the name the
-    dispatcher ranks by (round robin's memory is kept per `query`).
+    """A batch or merge asking the dispatcher for a resource, with what the dispatcher ranks it
+    by (`dynamic.dispatch.Candidate.of_request`): `query` (round robin's memory is kept per
+    `query`), and for a backfill's request the start of the window it backfills.
     """
 
     id: int
@@ -104,6 +105,7 @@ class RequestRow:
     released_at: datetime | None
     resource_id: int | None
     ranking: tuple[RankedEntry, ...]
+    backfill_window: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ class ResourceRow:
 @dataclass(frozen=True)
 class DispatcherRows:
     """The dispatcher's state: resources, open requests, grants since a time (newest first),
-    the DAG of every request those grants ranked, and when each query was last served.
+    the DAG of every request those grants ranked and which of them are a backfill's (ranked by
+    their window's start, after every live one), and when each query was last served.
     """
 
     resources: tuple[ResourceRow, ...]
@@ -152,6 +155,7 @@ class DispatcherRows:
     grants: tuple[RequestRow, ...]
     ranked_dags: dict[int, str]
     last_served: dict[str, datetime]
+    ranked_backfills: frozenset[int] = frozenset()
 
 
 def queries(session: Session) -> list[QueryRow]:
@@ -254,7 +258,7 @@ def dispatcher(session: Session, since: datetime) -> DispatcherRows:
     grants = _request_rows(session, DispatchRequest.granted_at >= since)
     grants.sort(key=lambda r: (r.granted_at, r.id), reverse=True)
     named = {entry.request for grant in grants for entry in grant.ranking}
-    ranked_dags = _dags_of_requests(session, named)
+    ranked_dags, ranked_backfills = _dags_of_requests(session, named)
     queries_waiting = {r.query for r in open_requests if r.state == RequestState.WAITING}
     served = session.execute(
         select(DispatchRequest.query, func.max(DispatchRequest.granted_at))
@@ -262,7 +266,7 @@ def dispatcher(session: Session, since: datetime) -> DispatcherRows:
         .group_by(DispatchRequest.query)
     )
     last_served = {query: at for query, at in served if at is not None}
-    return DispatcherRows(resources, tuple(open_requests), tuple(grants), ranked_dags, last_served)
+    return DispatcherRows(resources, tuple(open_requests), tuple(grants), ranked_dags, last_served, ranked_backfills)
 
 
 @dataclass(frozen=True)
@@ -378,12 +382,12 @@ def _batch_row(b: Batch) -> BatchRow:
 
 def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = None) -> list[RequestRow]:
     rows = session.execute(
-        select(DispatchRequest, Window.query_id)
+        select(DispatchRequest, Window.query_id, Window.backfill, Window.window_start)
         .join(Window, Window.id == DispatchRequest.window_id)
         .where(where)
         .order_by(DispatchRequest.registered_at, DispatchRequest.id)
     ).all()
-    if dags is None or any(query_id not in dags for _, query_id in rows):
+    if dags is None or any(query_id not in dags for _, query_id, _, _ in rows):
         dags = _dags(session)
     return [
         RequestRow(
@@ -402,18 +406,20 @@ def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = No
             released_at=r.released_at,
             resource_id=r.resource_id,
             ranking=tuple(RankedEntry(int(entry[0]), entry[2]) for entry in r.ranking or ()),
+            backfill_window=window_start if backfill else None,
         )
-        for r, query_id in rows
+        for r, query_id, backfill, window_start in rows
     ]
 
 
-def _dags_of_requests(session: Session, ids: Collection[int]) -> dict[int, str]:
+def _dags_of_requests(session: Session, ids: Collection[int]) -> tuple[dict[int, str], frozenset[int]]:
+    """The DAG of each request, and the requests that are a backfill's."""
     if not ids:
-        return {}
+        return {}, frozenset()
     dags = _dags(session)
     rows = session.execute(
-        select(DispatchRequest.id, Window.query_id)
+        select(DispatchRequest.id, Window.query_id, Window.backfill)
         .join(Window, Window.id == DispatchRequest.window_id)
         .where(DispatchRequest.id.in_(ids))
-    )
-    return {request: dags[query_id] for request, query_id in rows}
+    ).all()
+    return {request: dags[query_id] for request, query_id, _ in rows}, frozenset(r for r, _, b in rows if b)

@@ -15,9 +15,8 @@ the windows that turn at risk is `runtime.forecasts`.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import (
@@ -33,6 +32,7 @@ from airflow_iqp.constants import (
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.estimate import expected_time_of
 from airflow_iqp.dynamic.forecast import Backlog, Pending, finish
+from airflow_iqp.dynamic.laxity import unfinished
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 
 RISK_QUANTILE = 0.9
 OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
-FINISHED = (BatchStatus.DONE, BatchStatus.SKIPPED)
 # Ids of jobs not registered yet (a window's id is added): after every real request they tie with.
 _NOT_REGISTERED = 2**62
 
@@ -65,7 +64,7 @@ def backlog(w: WindowRow, model: LearnedCost | None, now: float) -> Backlog | No
     running_until: float | None = None
     jobs: list[tuple[int | None, Pending]] = []  # (slot, job): None for dynamic work not cut yet
     for b in sorted(w.batches, key=lambda b: b.index):
-        if b.status in FINISHED:
+        if not unfinished(b):
             continue
         seconds = pricing.batch(b)
         if b.status is BatchStatus.RUNNING and b.actual_start is not None:
@@ -109,8 +108,7 @@ def forecasts(
     open_windows = [w for w in windows if w.status in OPEN]
     backlogs = {w.id: b for w in open_windows if (b := backlog(w, pessimistic(models.get(w.dag_id)), t)) is not None}
     busy = _busy_until(open_windows, backlogs, resources, resource_count, t)
-    served = {dag: at.timestamp() for dag, at in last_served.items()}
-    queue = _queue(open_windows, backlogs, served, t)
+    queue = _queue(open_windows, backlogs, last_served, t)
     seconds_of = {q.candidate.request: q.seconds for q in queue.values()}
     found: dict[int, datetime] = {}
     for w in open_windows:
@@ -119,7 +117,7 @@ def forecasts(
         own = queue.get(w.id)
         if own is None:  # its next job is not ready, or it runs one now: it queues when ready
             ready = max(t, b.jobs[0].release) if b.jobs else t
-            own = _Queued(_unregistered(w, b, ready, served), 0.0)
+            own = _Queued(_unregistered(w, b, ready, last_served), 0.0)
         others = [q.candidate for window_id, q in queue.items() if window_id != w.id]
         ranked = best_first(policy, [*others, own.candidate], t)
         ahead = [seconds_of[c.request] for c in ranked[: ranked.index(own.candidate)]]
@@ -172,7 +170,7 @@ def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
     plan = w.plan
     expected, min_batch = int(plan.get("expected_files") or 0), int(plan.get("min_batch") or 0)
     taken = sum(b.last_tuple - b.first_tuple + 1 for b in w.batches)
-    cut_slots = {b.slot for b in w.batches if b.status not in FINISHED}
+    cut_slots = {b.slot for b in w.batches if unfinished(b)}
     asking = any(
         r.kind is JobKind.PARTIAL and r.state in OPEN_REQUEST_STATES and r.slot not in cut_slots for r in w.requests
     )
@@ -234,11 +232,6 @@ def _busy_until(
     return busy
 
 
-def _served(served: Mapping[str, float], w: WindowRow) -> float:
-    """When the window's DAG last got a resource (round robin's key); -inf if never."""
-    return served.get(w.dag_id, -math.inf)
-
-
 @dataclass(frozen=True)
 class _Queued:
     """A job in the dispatcher's queue, or about to be: how it ranks and its seconds."""
@@ -248,7 +241,7 @@ class _Queued:
 
 
 def _queue(
-    windows: Sequence[WindowRow], backlogs: Mapping[int, Backlog], served: Mapping[str, float], now: float
+    windows: Sequence[WindowRow], backlogs: Mapping[int, Backlog], served: Mapping[str, datetime], now: float
 ) -> dict[int, _Queued]:
     """By window: its waiting request, or its next job if that is released and the window has
     no open request (it queues the moment its task sees its files).
@@ -265,27 +258,31 @@ def _queue(
     return queue
 
 
-def _candidate(w: WindowRow, r: RequestRow, served: Mapping[str, float]) -> Candidate:
-    """A waiting request as the dispatcher ranks it."""
-    return Candidate(
+def _candidate(w: WindowRow, r: RequestRow, served: Mapping[str, datetime]) -> Candidate:
+    """A waiting request as the dispatcher ranks it (`served` is by dag_id, each DAG's requests
+    name their DAG as their query).
+    """
+    return Candidate.of_request(
         request=r.id,
         query=w.dag_id,
-        deadline=r.deadline.timestamp(),
+        deadline=r.deadline,
         remaining=r.remaining_cost,
-        registered=r.registered_at.timestamp(),
-        last_served=_served(served, w),
+        ready=r.registered_at,
+        last_served=served.get(w.dag_id),
+        backfill_window=r.backfill_window,
     )
 
 
-def _unregistered(w: WindowRow, b: Backlog, ready: float, served: Mapping[str, float]) -> Candidate:
+def _unregistered(w: WindowRow, b: Backlog, ready: float, served: Mapping[str, datetime]) -> Candidate:
     """The window's next job as the dispatcher would rank it once it registers at `ready`."""
-    return Candidate(
+    return Candidate.of_request(
         request=_NOT_REGISTERED + w.id,
         query=w.dag_id,
-        deadline=w.deadline.timestamp(),
+        deadline=w.deadline,
         remaining=b.seconds,
-        registered=ready,
-        last_served=_served(served, w),
+        ready=datetime.fromtimestamp(ready, UTC),
+        last_served=served.get(w.dag_id),
+        backfill_window=w.window_start if w.backfill else None,
     )
 
 

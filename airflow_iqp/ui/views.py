@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import BatchStatus, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.laxity import window_remaining
 from airflow_iqp.learning.cost import LearnedCost, NotEnoughObservations, fit_cost
 from airflow_iqp.ui.models import (
     Axis,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
     from airflow_iqp.ui.read import BatchRow, DispatcherRows, Observed, QueryRow, RequestRow, WindowRow
 
 OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
-FINISHED = (BatchStatus.DONE, BatchStatus.SKIPPED)
 AXIS_MARGIN = 1.05  # the axis runs 5% past the latest thing drawn
 MOST_TICKS = 8
 # Tick steps in seconds: decimal below ten seconds, then steps a clock reader expects.
@@ -118,16 +118,15 @@ def merge_cost(w: WindowRow) -> float | None:
 
 
 def remaining_s(w: WindowRow) -> float:
-    """Predicted work the window still needs: what its open request told the dispatcher, else
-    the plan's costs of the batches not finished plus the merge.
+    """The window's remaining work (`dynamic.laxity.window_remaining`): as its open request told
+    the dispatcher, which ranks it by that; else from its plan's batches and merge.
     """
     if w.status not in OPEN:
         return 0.0
     open_requests = [r for r in w.requests if r.state in (RequestState.WAITING, RequestState.GRANTED)]
     if open_requests:
         return open_requests[-1].remaining_cost
-    pending = sum(b.predicted_cost for b in w.batches if b.status not in FINISHED)
-    return pending + float(w.plan.get("merge_cost") or 0.0)
+    return window_remaining(w.status, w.batches, float(w.plan.get("merge_cost") or 0.0))
 
 
 def laxity_s(w: WindowRow, now: datetime) -> float | None:
@@ -416,13 +415,14 @@ def queue_order(rows: DispatcherRows, policy: Policy, now: datetime) -> list[Req
     """The waiting requests in the order the dispatcher serves them (`best_first`, the one ranking)."""
     waiting = {r.id: r for r in rows.open if r.state == RequestState.WAITING}
     candidates = [
-        Candidate(
+        Candidate.of_request(
             request=r.id,
             query=r.query,
-            deadline=r.deadline.timestamp(),
+            deadline=r.deadline,
             remaining=r.remaining_cost,
-            registered=r.registered_at.timestamp(),
-            last_served=served.timestamp() if (served := rows.last_served.get(r.query)) else -math.inf,
+            ready=r.registered_at,
+            last_served=rows.last_served.get(r.query),
+            backfill_window=r.backfill_window,
         )
         for r in waiting.values()
     ]
@@ -506,7 +506,7 @@ def _grant(g: RequestRow, rows: DispatcherRows, policy: Policy, readable: Collec
                 redacted=not shown,
                 dag_id=dag if shown else None,
                 key=entry.key,
-                key_at=_key_time(policy, entry.key),
+                key_at=_key_time(policy, entry.key, backfill=entry.request in rows.ranked_backfills),
             )
         )
     return Grant(
@@ -526,8 +526,11 @@ def _grant(g: RequestRow, rows: DispatcherRows, policy: Policy, readable: Collec
     )
 
 
-def _key_time(policy: Policy, key: float | None) -> datetime | None:
-    """EDF ranks by the deadline and round robin by the last service, both epochs."""
-    if key is None or policy not in (Policy.EDF, Policy.RR):
+def _key_time(policy: Policy, key: float | None, backfill: bool) -> datetime | None:
+    """EDF ranks by the deadline and round robin by the last service, both epochs; a backfill's
+    request, under every policy, by the start of the window it backfills
+    (`dynamic.dispatch.Candidate.key`).
+    """
+    if key is None or not (backfill or policy in (Policy.EDF, Policy.RR)):
         return None
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(seconds=key)

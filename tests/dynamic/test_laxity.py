@@ -1,10 +1,14 @@
-"""Equation (9) on hand-computed cases."""
+"""Equation (9) and the remaining work it subtracts, on hand-computed cases."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pytest
 
-from airflow_iqp.dynamic import laxity, remaining_cost
+from airflow_iqp.constants import BatchStatus, WindowStatus
+from airflow_iqp.dynamic import laxity, remaining_cost, window_remaining
+from airflow_iqp.dynamic.laxity import unfinished
 from tests.dynamic import state
 
 
@@ -35,3 +39,21 @@ def test_after_the_last_partial_only_the_merge_remains() -> None:
 
 def test_negative_laxity_when_the_deadline_is_lost() -> None:
     assert laxity(state(deadline=5.0), 4.0, 3) < 0
+
+
+@dataclass(frozen=True)
+class Planned:
+    status: BatchStatus
+    predicted_cost: float
+
+
+def test_a_windows_remaining_work_is_its_unfinished_batches_and_its_merge() -> None:
+    batches = [
+        Planned(status, cost) for status, cost in zip(BatchStatus, (1.0, 2.0, 4.0, 8.0, 16.0, 32.0), strict=True)
+    ]
+    # planned, waiting, running and failed batches still need all their seconds; done and skipped ones none
+    assert [unfinished(b) for b in batches] == [True, True, True, False, True, False]
+    assert window_remaining(WindowStatus.RUNNING, batches, 100.0) == 1 + 2 + 4 + 16 + 100
+    assert window_remaining(WindowStatus.PLANNED, [], 100.0) == 100.0
+    assert window_remaining(WindowStatus.MERGED, batches, 100.0) == 0.0
+    assert window_remaining(WindowStatus.FAILED, batches, 100.0) == 0.0

@@ -26,6 +26,7 @@ from airflow_iqp.ui.read import ResourceRow, WindowRow
 from tests.ui.rows import DAG, T0, at, batch, done, merged, request, window
 
 OTHER = "iqp_other"
+BACKFILLED = "iqp_backfilled"
 ROWS_PER_FILE = 100
 
 
@@ -242,3 +243,34 @@ def test_a_long_job_ahead_puts_the_window_at_risk_before_its_deadline(holder_cos
 
 def test_closed_windows_get_no_forecast() -> None:
     assert forecast([merged(700), window(id=4, status=WindowStatus.FAILED)], at(800)) == {}
+
+
+def backfilling(asking: bool) -> WindowRow:
+    """A backfill's window of three days ago (its deadline long past) whose 40 s batch has
+    landed: waiting for the resource with 1 s of work reported, or about to ask.
+    """
+    start = T0 - timedelta(days=3)
+    deadline = start + timedelta(seconds=900)
+    waiting = request(
+        70, deadline=deadline, remaining_cost=1.0, registered_at=at(0), dag_id=BACKFILLED, backfill_window=start
+    )
+    return window(
+        id=4,
+        dag_id=BACKFILLED,
+        backfill=True,
+        window_start=start,
+        window_end=start + timedelta(seconds=600),
+        deadline=deadline,
+        batches=(batch(0, predicted_cost=40.0, release=at(0)),),
+        requests=(waiting,) if asking else (),
+    )
+
+
+@pytest.mark.parametrize("asking", [True, False], ids=["waiting", "landed"])
+@pytest.mark.parametrize("policy", list(Policy))
+def test_a_live_window_is_never_forecast_behind_a_backfill(policy: Policy, asking: bool) -> None:
+    """As the dispatcher ranks them: a backfill's job waits for every live one, whatever the policy."""
+    mine = window(batches=(done(0, 60, 25.0), batch(1)), requests=(request(7, slot=1, registered_at=at(160)),))
+    found = forecast([mine, backfilling(asking)], at(200), policy=policy)
+    assert found[1] == at(200 + 20 + 30)  # batch 1 and the merge, nothing of the backfill's before them
+    assert found[4] == at(200 + 20 + 40 + 30)  # the backfill's batch after that live batch

@@ -252,16 +252,26 @@ requests_strategy = st.lists(
         st.floats(0, 500),  # remaining
         st.floats(0, 600),  # registered
         st.sampled_from(["q", "r", "s"]),
+        st.one_of(st.none(), st.floats(-9000, -1000)),  # the start of the window a backfill backfills
     ),
     max_size=8,
 )
 
 
 @given(requests_strategy, st.sampled_from(list(Policy)))
-def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float, str]], policy: Policy) -> None:
+def test_the_queue_is_in_best_first_order(
+    specs: list[tuple[float, float, float, str, float | None]], policy: Policy
+) -> None:
     waiting = tuple(
-        request(i, deadline=at(d), remaining_cost=r, registered_at=at(reg), query=q)
-        for i, (d, r, reg, q) in enumerate(specs, start=1)
+        request(
+            i,
+            deadline=at(d),
+            remaining_cost=r,
+            registered_at=at(reg),
+            query=q,
+            backfill_window=None if b is None else at(b),
+        )
+        for i, (d, r, reg, q, b) in enumerate(specs, start=1)
     )
     last_served = {"q": at(-50), "r": at(-10)}
     rows = DispatcherRows(resources=(), open=waiting, grants=(), ranked_dags={}, last_served=last_served)
@@ -276,6 +286,7 @@ def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float,
                 r.remaining_cost,
                 r.registered_at.timestamp(),
                 last_served[r.query].timestamp() if r.query in last_served else -math.inf,
+                None if r.backfill_window is None else r.backfill_window.timestamp(),
             )
             for r in waiting
         ],
@@ -283,6 +294,8 @@ def test_the_queue_is_in_best_first_order(specs: list[tuple[float, float, float,
     )
     view = views.dispatcher(rows, policy, now, readable={DAG})
     assert [q.request for q in view.queue] == [c.request for c in expected]
+    backfills = [r.backfill_window is not None for r in waiting]
+    assert [backfills[q.request - 1] for q in view.queue] == sorted(backfills)  # live ones first
     assert [q.position for q in view.queue] == list(range(1, len(waiting) + 1))
 
 
@@ -340,6 +353,9 @@ def test_an_expired_lease_shows_as_expired() -> None:
 
 def test_key_times_only_for_policies_that_rank_by_a_time() -> None:
     key = (T0 + timedelta(seconds=5)).timestamp()
-    assert views._key_time(Policy.EDF, key) == at(5)
-    assert views._key_time(Policy.RR, None) is None
-    assert views._key_time(Policy.LLF, 12.0) is None
+    assert views._key_time(Policy.EDF, key, backfill=False) == at(5)
+    assert views._key_time(Policy.RR, None, backfill=False) is None
+    assert views._key_time(Policy.LLF, 12.0, backfill=False) is None
+    # a backfill's request ranks by the start of the window it backfills, whatever the policy
+    assert views._key_time(Policy.LLF, key, backfill=True) == at(5)
+    assert views._key_time(Policy.SJF, key, backfill=True) == at(5)
