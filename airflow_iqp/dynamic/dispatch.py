@@ -20,15 +20,39 @@ live ones, oldest window first; a live job waits at most for the backfill jobs a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.dynamic.policies import check_policy, rank
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
     from datetime import datetime
+
+
+@dataclass(frozen=True)
+class RankedEntry:
+    """One candidate of a grant's stored ranking (best first): the request, its query, and the key
+    the policy ranked it by; kept with the grant so the order can be audited.
+    """
+
+    request: int
+    query: str
+    key: float | None
+
+    def stored(self) -> dict[str, int | str | float | None]:
+        """The entry as the ledger keeps it (JSON)."""
+        return {"request": self.request, "query": self.query, "key": self.key}
+
+    @classmethod
+    def read(cls, raw: Mapping[str, Any] | Sequence[Any]) -> RankedEntry:
+        """A stored entry; grants made before entries were named kept `[request, query, key]`."""
+        if isinstance(raw, Mapping):
+            request, query, key = raw["request"], raw["query"], raw["key"]
+        else:
+            request, query, key = raw
+        return cls(int(request), str(query), None if key is None else float(key))
 
 
 @dataclass(frozen=True)

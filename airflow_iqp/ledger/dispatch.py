@@ -30,7 +30,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind, Policy, RequestState
-from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, best_first, inserted_idle
+from airflow_iqp.dynamic.dispatch import Candidate, IdleTime, RankedEntry, best_first, inserted_idle
 from airflow_iqp.dynamic.policies import check_policy
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import idle
@@ -373,7 +373,9 @@ def _take(
     if not taken:
         savepoint.rollback()
         return Lost.RESOURCE
-    ranking = [[c.request, c.query, _finite(c.key(policy, now.timestamp())[1])] for c in [chosen, *others]]
+    ranking = [
+        RankedEntry(c.request, c.query, _finite(c.key(policy, now.timestamp())[1])).stored() for c in [chosen, *others]
+    ]
     granted = _changed(
         session,
         update(DispatchRequest)

@@ -27,6 +27,7 @@ from airflow_iqp.constants import (
     RequestState,
     WindowStatus,
 )
+from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.ledger import history
 from airflow_iqp.ledger.models import Batch, CostObservation, DispatchRequest, Query, Resource, Window
 
@@ -73,14 +74,6 @@ class BatchRow:
     slot: int | None
     reason: str | None
     files: dict[str, list[str]]
-
-
-@dataclass(frozen=True)
-class RankedEntry:
-    """One candidate of a grant's stored ranking: the request, and the key the policy ranked it by."""
-
-    request: int
-    key: float | None
 
 
 @dataclass(frozen=True)
@@ -405,7 +398,7 @@ def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = No
             granted_at=r.granted_at,
             released_at=r.released_at,
             resource_id=r.resource_id,
-            ranking=tuple(RankedEntry(int(entry[0]), entry[2]) for entry in r.ranking or ()),
+            ranking=tuple(RankedEntry.read(entry) for entry in r.ranking or ()),
             backfill_window=window_start if backfill else None,
         )
         for r, query_id, backfill, window_start in rows

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.dynamic import Candidate, Upcoming, best_first, inserted_idle
+from airflow_iqp.dynamic.dispatch import RankedEntry
 
 
 def candidate(request: int, deadline: float, remaining: float, registered: float, last_served: float) -> Candidate:
@@ -139,3 +140,10 @@ def test_a_backfill_job_with_a_long_past_deadline_waits_behind_a_live_one() -> N
     )
     for policy in Policy:
         assert [c.request for c in best_first(policy, [old, live], 10.0)] == [1, 2]
+
+
+def test_a_stored_ranking_entry_reads_back_named_and_from_a_grant_made_before_entries_were_named() -> None:
+    entry = RankedEntry(7, "q6", 1_700_000_000.5)
+    assert RankedEntry.read(entry.stored()) == entry
+    assert RankedEntry.read([7, "q6", 1_700_000_000.5]) == entry  # the positional form older grants kept
+    assert RankedEntry.read({"request": "3", "query": "q1", "key": None}) == RankedEntry(3, "q1", None)

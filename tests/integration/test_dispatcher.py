@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from airflow_iqp.constants import BatchReason, BatchStatus, Policy, RequestState
 from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, window_row, windows_table
+from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
@@ -191,11 +192,12 @@ def test_three_queries_share_one_resource_in_policy_order(
     # the rank is the deadline.
     contested = 0
     for request in granted:
-        ranking = request.ranking
-        assert ranking is not None
-        assert ranking[0][0] == request.id
-        assert ranking[0][2] == pytest.approx(request.deadline.timestamp())
-        keys = [key for _, _, key in ranking]
+        assert request.ranking is not None
+        ranking = [RankedEntry.read(entry) for entry in request.ranking]
+        assert ranking[0].request == request.id
+        assert ranking[0].key == pytest.approx(request.deadline.timestamp())
+        keys = [entry.key for entry in ranking if entry.key is not None]  # EDF keys are deadlines: all finite
+        assert len(keys) == len(ranking)
         assert keys == sorted(keys), f"grant {request.fence} did not go to the best-ranked request: {ranking}"
         contested += len(ranking) > 1 and keys[0] < keys[1]
     assert contested >= 2, "the queries never competed for the resource: the test shows no ordering"

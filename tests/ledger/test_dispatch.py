@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import select, text
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
+from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.dispatch import Lease
@@ -134,15 +135,16 @@ def test_each_policy_serves_the_waiting_requests_in_its_order(ledger_db: str, po
         assert first.ranking is not None
         assert first.state == RequestState.RELEASED
         assert first.granted_at == T0
-        assert [r[0] for r in first.ranking] == expected
-        assert [r[1] for r in first.ranking] == [f"q{letter}" for letter in ORDER[policy]]
-        keys = [r[2] for r in first.ranking]
+        ranked = [RankedEntry.read(r) for r in first.ranking]
+        assert [r.request for r in ranked] == expected
+        assert [r.query for r in ranked] == [f"q{letter}" for letter in ORDER[policy]]
+        keys = [r.key for r in ranked]
         assert [k is None for k in keys] == [k is None for k in FIRST_KEYS[policy]]
         assert [k for k in keys if k is not None] == pytest.approx([k for k in FIRST_KEYS[policy] if k is not None])
         last = s.get(DispatchRequest, expected[-1])
         assert last is not None
         assert last.ranking is not None
-        assert [r[0] for r in last.ranking] == expected[-1:]
+        assert [RankedEntry.read(r).request for r in last.ranking] == expected[-1:]
 
 
 # -- requests and leases ------------------------------------------------------------------------

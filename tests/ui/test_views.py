@@ -12,11 +12,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Policy, RequestState, WindowStatus
-from airflow_iqp.dynamic.dispatch import Candidate, best_first
+from airflow_iqp.dynamic.dispatch import Candidate, RankedEntry, best_first
 from airflow_iqp.learning.cost import LearnedCost, Observation
 from airflow_iqp.ui import views
 from airflow_iqp.ui.models import Outcome
-from airflow_iqp.ui.read import DispatcherRows, Observed, RankedEntry, ResourceRow
+from airflow_iqp.ui.read import DispatcherRows, Observed, ResourceRow
 from tests.ui.rows import DAG, T0, at, batch, done, merged, query, request, window
 
 OTHER = "iqp_other"
@@ -308,8 +308,8 @@ def test_requests_of_dags_the_user_cannot_read_are_redacted() -> None:
         resource_id=0,
         dag_id=OTHER,
         ranking=(
-            RankedEntry(1, at(800).timestamp()),
-            RankedEntry(2, at(900).timestamp()),
+            RankedEntry(1, "q1", at(800).timestamp()),
+            RankedEntry(2, "q2", at(900).timestamp()),
         ),
     )
     mine = request(2, registered_at=at(640), deadline=at(900))
