@@ -435,6 +435,7 @@ def test_a_retry_that_finds_the_job_done_releases_the_request_its_killed_attempt
     with session_scope(url) as s:
         assert dispatch.status(s, lease.request).state == RequestState.RELEASED
         window_id = s.scalar(select(DispatchRequest.window_id).where(DispatchRequest.id == lease.request))
+        assert window_id is not None
         merge = dispatch.register(
             s,
             window_id=window_id,
