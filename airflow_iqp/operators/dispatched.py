@@ -275,8 +275,14 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         raise NotImplementedError
 
     def resume_after_other_attempt(self, context: Context, event: dict[str, Any], **_: Any) -> Any:
-        """Back from RequestEndedTrigger: the earlier attempt's job ended; done, or queue again."""
+        """Back from RequestEndedTrigger: the earlier attempt's job ended; done, or queue again.
+        Done, its request is released here: an attempt killed after its job committed leaves it
+        granted, and as the window's one open request it would refuse the window's next job.
+        """
         if (output := self.already_done(context)) is not None:
+            with session_scope() as session:
+                if (lease := dispatch.status(session, event["request_id"]).lease) is not None:
+                    dispatch.release(session, lease, datetime.now(UTC))
             return output
         return self.queue_for_resource(context, self.resource_request(context))
 

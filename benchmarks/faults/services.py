@@ -42,6 +42,35 @@ def kill_group(pid: int) -> None:
         pass
 
 
+def running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (an exited one waiting to be reaped is a
+    zombie: a signal to it succeeds and kills nothing).
+    """
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def kill_running(pid: int, *, group: bool = False, timeout: float = 10.0) -> bool:
+    """SIGKILL `pid` (with `group`, the process group it leads) if it runs; whether the signal
+    reached a running process and the process is gone after it. A trial counts only if it did.
+    """
+    if not running(pid):
+        return False
+    try:
+        (os.killpg if group else os.kill)(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    give_up = time.monotonic() + timeout
+    while running(pid):
+        if time.monotonic() > give_up:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 @dataclass
 class Component:
     """One supervised process (group): how to start it, and its restarts."""

@@ -5,13 +5,14 @@ window's files (copies of a generated TPC-H stream under names of the trial's ow
 target at a random moment of the window, lets Airflow and the supervisor recover, and checks the
 window from the ledger: merged, every file of the window in exactly one committed (done) batch and
 none frozen twice by the DAG, and the published result equal to one Spark SQL pass over the files.
+The window's files are the tests' oracle's (modification times read from the landing directory),
+not the package's listing; a trial records whether its kill reached a running target at all.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
 import threading
 import time
 from collections import Counter
@@ -28,7 +29,8 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import Batch, DispatchRequest, Query, Window
 from airflow_iqp.tpch.manifest import MANIFEST_NAME, STREAM_DIR, load_manifest
 from airflow_iqp.tpch.replay import land_file
-from benchmarks.faults.services import SUBMIT_CONN_ID, kill_group
+from benchmarks.faults.services import SUBMIT_CONN_ID, kill_running, running
+from tests.oracle import arrived_in
 
 if TYPE_CHECKING:
     import random
@@ -81,7 +83,8 @@ class TrialResult:
 
     index: int
     kind: str
-    killed: str  # what was killed, or why nothing was
+    target: str  # what the kill was aimed at, or why there was none
+    killed: bool  # the signal reached the target while it ran, and it is gone: else the trial tests nothing
     at: float | None  # seconds into the window
     batches: int
     next_grant: float | None  # the window's first job granted the resource after the kill
@@ -155,34 +158,44 @@ class Trial:
 
     # -- the fault -----------------------------------------------------------------------------
 
-    def inject(self) -> tuple[str, datetime | None]:
-        """Wait for a random moment of the window, kill the target; (what was killed, when)."""
+    def inject(self) -> tuple[str, datetime | None, bool]:
+        """Wait for a random moment of the window, kill the target; (what was aimed at, when, whether
+        the kill happened: a running target that is gone after it).
+        """
         window_s = WINDOW.total_seconds()
         moment = self.start + timedelta(seconds=self.rng.uniform(0.2, 1.0) * window_s)
         _sleep_until(moment)
         if self.kind == "postgres-restart":
+            before = self._postmaster()
             killed_at = datetime.now(UTC)
             self.services.ledger_pg.restart()
             self.pg_back = datetime.now(UTC)
-            return "ledger PostgreSQL (pg_ctl restart -m immediate)", killed_at
+            after = self._postmaster()
+            restarted = before is not None and after is not None and after != before and not running(before)
+            return f"ledger PostgreSQL {before} (pg_ctl restart -m immediate)", killed_at, restarted
         if self.kind in ("triggerer", "scheduler", "connect-server"):
-            component = self.services.components[self.kind]
-            pid = component.pid
-            kill_group(pid)
-            return f"{self.kind} group {pid}", datetime.now(UTC)
+            pid = self.services.components[self.kind].pid
+            killed_at = datetime.now(UTC)
+            return f"{self.kind} group {pid}", killed_at, kill_running(pid, group=True)
         # worker or driver: the first partial that runs from the moment on
         give_up = self.end + self.deadline
         while datetime.now(UTC) < give_up:
             target = self._partial_process()
             if target is not None:
                 pid, what = target
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    continue
-                return f"{what} {pid}", datetime.now(UTC)
+                killed_at = datetime.now(UTC)
+                if kill_running(pid):
+                    return f"{what} {pid}", killed_at, True
+                continue  # it ended before the signal: look for the next one
             time.sleep(0.2)
-        return "no partial ran after the moment", None
+        return "no partial ran after the moment", None, False
+
+    def _postmaster(self) -> int | None:
+        """The pid of the ledger's PostgreSQL server (first line of its postmaster.pid)."""
+        try:
+            return int((self.services.ledger_pg.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, IndexError, ValueError):
+            return None
 
     def _partial_process(self) -> tuple[int, str] | None:
         under = self.services.descendants("scheduler")
@@ -206,13 +219,13 @@ class Trial:
         lander = threading.Thread(target=self.land, args=(stop,), daemon=True)
         lander.start()
         try:
-            killed, killed_at = self.inject()
+            target, killed_at, killed = self.inject()
             window = self._wait_merged()
             self._wait_run_ended()
         finally:
             stop.set()
             lander.join(timeout=10)
-        return self._check(spark, killed, killed_at, window)
+        return self._check(spark, target, killed, killed_at, window)
 
     def _wait_merged(self) -> store.WindowSummary | None:
         give_up = self.end + self.deadline + TIMEOUT
@@ -238,25 +251,46 @@ class Trial:
             return None
 
     def _check(
-        self, spark: SparkSession, killed: str, killed_at: datetime | None, window: store.WindowSummary | None
+        self,
+        spark: SparkSession,
+        target: str,
+        killed: bool,
+        killed_at: datetime | None,
+        window: store.WindowSummary | None,
     ) -> TrialResult:
         at = None if killed_at is None else (killed_at - self.start).total_seconds()
         restarted = self._restarted(killed_at)
         if window is None or window.status != WindowStatus.MERGED or window.result_uri is None:
             status = "no window" if window is None else str(window.status)
             return TrialResult(
-                self.index, self.kind, killed, at, 0, None, restarted, None, f"not merged ({status})", False, False
+                self.index,
+                self.kind,
+                target,
+                killed,
+                at,
+                0,
+                None,
+                restarted,
+                None,
+                f"not merged ({status})",
+                False,
+                False,
             )
         declared = self.declaration()
         problems: list[str] = []
-        expected, _ = window_paths(declared, window.window_start, window.window_end)
+        expected = arrived_in({"lineitem": self.landing}, window.window_start, window.window_end).get("lineitem", [])
         done = [b for b in window.batches if b.status == BatchStatus.DONE]
         frozen = [f.removeprefix("file://") for b in done for f in (b.files or {}).get("lineitem", [])]
         twice = [f for f, n in Counter(frozen).items() if n > 1] + self._frozen_twice_by_dag()
         if twice:
             problems.append(f"in two committed batches: {twice[:3]}")
-        if sorted(frozen) != sorted(expected.get("lineitem", [])):
-            problems.append(f"{len(frozen)} files in done batches, the window has {len(expected.get('lineitem', []))}")
+        if sorted(frozen) != expected:
+            problems.append(f"{len(frozen)} files in done batches, the window has {len(expected)}")
+        read, _ = window_paths(declared, window.window_start, window.window_end)
+        if sorted(read.get("lineitem", [])) != expected:
+            problems.append(
+                f"the single pass reads {len(read.get('lineitem', []))} files, the window has {len(expected)}"
+            )
         _, differences = verify_window(spark, declared, window.window_start, window.window_end, window.result_uri)
         problems += differences
         late = (window.actual_finish - window.deadline).total_seconds() if window.actual_finish else None
@@ -264,6 +298,7 @@ class Trial:
         return TrialResult(
             index=self.index,
             kind=self.kind,
+            target=target,
             killed=killed,
             at=at,
             batches=len(done),

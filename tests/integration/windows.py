@@ -1,11 +1,13 @@
 """What the live-window integration tests share: the TPC-H replayer as the producer of files, the
-DAGs' own declarations, and the checks every window must pass.
+DAGs' own declarations, and the checks every window must pass (the window's files as the tests'
+own oracle finds them in the landing directories, not as the package lists them).
 """
 
 from __future__ import annotations
 
 import subprocess
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import BatchStatus, WindowStatus
@@ -13,10 +15,9 @@ from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.verify import verify_window, window_paths
 from airflow_iqp.ledger import session_scope, store
 from tests.integration.airflow_env import BIN, next_window_start
+from tests.oracle import arrived_in
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pyspark.sql import SparkSession
 
     from airflow_iqp.declaration import Declaration
@@ -62,13 +63,15 @@ def check_window(ledger: str, spark: SparkSession, declared: Declaration, start:
         window_id = store.window_id(session, declared.dag_id, start)
         assert window_id is not None, f"{declared.dag_id}: no window at {start}"
         window = store.window_summary(session, window_id)
-    expected, _ = window_paths(declared, window.window_start, window.window_end)
+    assert all(s.window_by == "arrival" for s in declared.streams.values()), "the oracle here knows arrival"
+    landings = {name: Path(s.path.removeprefix("file://")) for name, s in declared.streams.items()}
+    expected = arrived_in(landings, window.window_start, window.window_end)
     done = [b for b in window.batches if b.status == BatchStatus.DONE]
     for stream in declared.streams:
         frozen = sorted(f.removeprefix("file://") for b in done for f in (b.files or {}).get(stream, []))
-        assert frozen == sorted(expected.get(stream, [])), (
-            f"{declared.dag_id}: every {stream} file in exactly one batch"
-        )
+        assert frozen == expected.get(stream, []), f"{declared.dag_id}: every {stream} file in exactly one batch"
+    read, _ = window_paths(declared, window.window_start, window.window_end)
+    assert {s: sorted(p) for s, p in read.items()} == expected, f"{declared.dag_id}: the single pass reads them"
     assert window.status == WindowStatus.MERGED, f"{declared.dag_id}: {window.status}"
     assert window.result_uri is not None
     _, differences = verify_window(spark, declared, window.window_start, window.window_end, window.result_uri)

@@ -15,18 +15,20 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import TaskDeferred
+from sqlalchemy import select
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState, WindowStatus
 from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.ledger.models import Window
+from airflow_iqp.ledger.models import DispatchRequest, Window
 from airflow_iqp.operators.dispatched import (
     DispatchedSparkSubmitOperator,
     ResourceRequest,
     _LeaseKeeper,
     keep_forecasts,
 )
+from airflow_iqp.operators.merge import MERGE_SLOT
 from airflow_iqp.operators.window import merge_spec, spark_env
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
@@ -420,6 +422,33 @@ def test_a_retry_does_not_run_under_the_lease_its_earlier_attempt_still_holds(ur
     with session_scope(url) as s:
         dispatch.release(s, lease, datetime.now(UTC))
     assert trigger.look() == RequestState.RELEASED
+
+
+def test_a_retry_that_finds_the_job_done_releases_the_request_its_killed_attempt_left_granted(url: str) -> None:
+    """The earlier try was killed after its job committed and before it released (a fault trial
+    saw it): the window's merge was refused until its retries ran out."""
+    lease = grant_one(url, 1.0, datetime.now(UTC) - timedelta(seconds=5))  # ran out, nobody reclaimed it
+    retry = _RunsOnce(task_id="job")
+    retry.runs = 1  # the earlier try's job is done
+    event = {"request_id": lease.request, "state": str(RequestState.GRANTED)}
+    assert retry.resume_after_other_attempt(attempt_context(2), event) == "output"
+    with session_scope(url) as s:
+        assert dispatch.status(s, lease.request).state == RequestState.RELEASED
+        window_id = s.scalar(select(DispatchRequest.window_id).where(DispatchRequest.id == lease.request))
+        assert window_id is not None
+        merge = dispatch.register(
+            s,
+            window_id=window_id,
+            query="q6",
+            kind=JobKind.MERGE,
+            slot=MERGE_SLOT,
+            reason=BatchReason.ALL_PROCESSED,
+            deadline=datetime.now(UTC) + timedelta(seconds=60),
+            remaining_cost=1.0,
+            lease_seconds=30.0,
+            now=datetime.now(UTC),
+        )
+    assert merge is not None, "the window's next job can queue"
 
 
 def test_a_retry_takes_over_the_lease_of_an_earlier_attempt_once_it_ran_out(url: str) -> None:

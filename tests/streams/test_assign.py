@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from airflow_iqp.streams.assign import file_time, select_window, window_start, window_start_for
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
+from tests.oracle import hive_hour, units_in, window_of
 from tests.streams import ORIGIN, T0, data_file
 
 MINUTE = timedelta(minutes=1)
@@ -215,6 +216,20 @@ def query_input(draw: st.DrawFn) -> tuple[dict[str, FileStream], dict[str, Strea
     return streams, listings, window
 
 
+def times_as_made(
+    streams: dict[str, FileStream], listings: dict[str, StreamListing]
+) -> dict[str, dict[str, datetime | None]]:
+    """Each file's time as the test made it: the modification time it gave the file, or the hour
+    it wrote into the path (every path rule here reads `dt=.../hour=...`)."""
+    return {
+        name: {
+            f.relative: f.modified if stream.window_by == "arrival" else hive_hour(f.relative)
+            for f in listings[name].files
+        }
+        for name, stream in streams.items()
+    }
+
+
 def all_files(listings: dict[str, StreamListing]) -> Counter[DataFile]:
     return Counter(file for one in listings.values() for file in one.files)
 
@@ -223,7 +238,7 @@ def all_files(listings: dict[str, StreamListing]) -> Counter[DataFile]:
 @given(query_input(), st.integers(-3, 9))
 def test_every_file_is_in_exactly_one_place(data, k: int) -> None:
     streams, listings, window = data
-    start = window_start(T0, window, ORIGIN) + k * window
+    start = window_of(T0, window, ORIGIN) + k * window
     selection = select(streams, listings, start=start, window=window)
     placed: Counter[DataFile] = Counter(selection.unmatched) + Counter(selection.unassigned)
     for unit in (*selection.units, *selection.earlier, *selection.later):
@@ -235,15 +250,14 @@ def test_every_file_is_in_exactly_one_place(data, k: int) -> None:
 @given(query_input(), st.integers(-3, 9))
 def test_units_are_aligned_and_belong_to_their_latest_member(data, k: int) -> None:
     streams, listings, window = data
-    start = window_start(T0, window, ORIGIN) + k * window
+    start = window_of(T0, window, ORIGIN) + k * window
     selection = select(streams, listings, start=start, window=window)
+    expected = units_in(times_as_made(streams, listings), start, start + window)
+    assert sorted(unit.relative for unit in selection.units) == expected, "the oracle's units of the window"
     for unit in selection.units:
         assert [file.stream for file in unit.files] == sorted(streams)
         assert {file.relative for file in unit.files} == {unit.relative}
-        member_windows = [window_start_for(file, streams[file.stream], window, ORIGIN) for file in unit.files]
-        assert max(member_windows) == unit.window_start == start  # type: ignore[type-var]
-        latest = max(file_time(file, streams[file.stream]) for file in unit.files)  # type: ignore[type-var]
-        assert start <= latest < start + window, "windows are half-open"
+        assert unit.window_start == start
         assert unit.arrived == max(file.modified for file in unit.files)
     assert all(unit.window_start < start for unit in selection.earlier)
     assert all(unit.window_start > start for unit in selection.later)
@@ -258,7 +272,7 @@ def test_units_are_aligned_and_belong_to_their_latest_member(data, k: int) -> No
 @given(query_input())
 def test_each_unit_is_in_the_units_of_exactly_one_window(data) -> None:
     streams, listings, window = data
-    first = window_start(T0, window, ORIGIN) - 4 * window  # before every generated time
+    first = window_of(T0, window, ORIGIN) - 4 * window  # before every generated time
     last = T0 + max(10 * window, timedelta(hours=5))  # after every generated time and event time
     starts = [first + k * window for k in range((last - first) // window + 1)]
     seen: Counter[str] = Counter()

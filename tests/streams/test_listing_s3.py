@@ -19,9 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from moto.server import ThreadedMotoServer
 
-from airflow_iqp.streams.assign import select_window, window_start
+from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.listing import ListingError, list_files
 from airflow_iqp.streams.spec import FileStream
+from tests.oracle import units_in, window_of
 from tests.streams import ORIGIN
 
 if TYPE_CHECKING:
@@ -99,13 +100,16 @@ def test_arrival_stream_on_s3(s3: Any, conn_id: str) -> None:
     assert order == sorted(order)
 
     window = timedelta(hours=1)
-    start = window_start(listing.files[0].modified, window, ORIGIN)
+    # The oracle's times: what S3 itself says, through boto3 rather than the package's listing.
+    objects = s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/")["Contents"]
+    stored = {o["Key"].removeprefix(f"{prefix}/"): o["LastModified"] for o in objects}
+    start = window_of(min(stored[name] for name in bodies), window, ORIGIN)
     listings = {"sales": listing}
     selection = select_window({"sales": stream}, listings, start=start, window=window, origin=ORIGIN, now=start)
-    in_window = [file.relative for file in listing.files if file.modified < start + window]
-    assert [unit.relative for unit in selection.units] == in_window
+    in_window = units_in({"sales": {name: stored[name] for name in bodies}}, start, start + window)
+    assert sorted(unit.relative for unit in selection.units) == in_window
     assert len(selection.units) + len(selection.later) == len(bodies)
-    marker_window = window_start(listing.markers[0].modified, window, ORIGIN)
+    marker_window = window_of(stored["_SUCCESS"], window, ORIGIN)
     assert selection.final is (marker_window == start), "_SUCCESS closes the window it was modified in"
 
     s3.put_object(Bucket=BUCKET, Key=f"{prefix}/late.parquet", Body=parquet_bytes(2))
