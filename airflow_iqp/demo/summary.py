@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.tables import format_table
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
     )
     done = [b for b in batches if b.status == "done"]
     merge = _merge_seconds(session, query_id, w)
-    planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
+    planned_merge = PlanRecord.read(w.plan).merge_cost
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
     return WindowRow(
         query=dag_id,
