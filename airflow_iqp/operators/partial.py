@@ -134,10 +134,11 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     def resource_request(self, context: Context) -> ResourceRequest:
         """Ranked by the window's deadline and the work the window still needs, merge included."""
         work = self.work
+        listed = work.listed()  # before the ledger is read: a listing may take a while
         with session_scope() as session:
             window = store.window_summary(session, self.window_id)
             model = planning_model(session, self.declaration, self.execution_path())
-            remaining, slot, reason = work.remaining(session, window, model)
+            remaining, slot, reason = work.remaining(session, window, model, listed)
         return ResourceRequest(
             window_id=window.id,
             query=self.declaration.dag_id,
@@ -254,9 +255,13 @@ class BatchWork(ABC):
 
     @abstractmethod
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """The work the window still needs (merge included), the request's slot and why it runs."""
+
+    def listed(self) -> WindowSelection | None:
+        """The window's input as listed now, where `remaining` needs it."""
+        return None
 
     @abstractmethod
     def take(self, session: Session, selection: WindowSelection) -> int:
@@ -310,7 +315,7 @@ class StaticBatchWork(BatchWork):
         return WindowInputTrigger(b.input, b.upto, batch=where)
 
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """See the base class: the plan's costs of the batches not done, and its merge."""
         pending = sum(b.predicted_cost for b in window.batches if b.status != BatchStatus.DONE)
@@ -411,14 +416,18 @@ class DynamicSlotWork(BatchWork):
         """Wait for the batch after the one queued."""
         return self.wait(context)
 
+    def listed(self) -> WindowSelection:
+        """See the base class: what has landed decides what the slot would take."""
+        return self.slot.window_input.look()
+
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """See the base class: with a model, the files not taken yet in MinBatch batches and the
         merge of them all; without one, the plan's merge and the costs of the batches not done.
         """
         spec = self.slot
-        selection = spec.window_input.look()
+        selection = listed if listed is not None else self.listed()
         decision = decide(session, spec, selection, time.time())
         rows_per_file = window.plan.rows_per_file
         if model is None or rows_per_file is None:

@@ -223,7 +223,8 @@ class PlanWindowOperator(BaseOperator):
         start, end = run_window(context)
         expected = 0 if rate is None else rate.files_in(decl.window)
         merge = merge_costs(model)[0] if model is not None else 0.0
-        merge_start = max((b.start + b.cost for b in batches), default=0.0)  # the last batch's planned end
+        last_end = max((b.start + b.cost for b in batches), default=0.0)
+        merge_start = None if model is None else last_end  # unpriced batches plan no time for it
         return store.record_plan(
             session,
             decl.dag_id,
@@ -255,7 +256,7 @@ class PlanWindowOperator(BaseOperator):
                 }
                 for i, b in enumerate(batches)
             ],
-            predicted_finish=None if model is None else start + timedelta(seconds=merge_start + merge),
+            predicted_finish=None if merge_start is None else start + timedelta(seconds=merge_start + merge),
             run_id=context["run_id"],
             backfill=backfill,
         )

@@ -175,6 +175,7 @@ def test_learning_with_no_model_yet_runs_the_calibration(tmp_path: Path, url: st
     window = recorded(url, decl, start)
     assert window.plan.how.startswith("calibration")
     assert window.predicted_finish is None
+    assert window.plan.merge_start is None  # no model: nothing prices the batches before it
 
 
 def test_no_rate_learned_yet_runs_one_batch_once_the_input_is_final(tmp_path: Path, url: str) -> None:
@@ -183,7 +184,9 @@ def test_no_rate_learned_yet_runs_one_batch_once_the_input_is_final(tmp_path: Pa
     [batch] = plan(decl, start)
     assert batch["upto"] is None
     assert datetime.fromisoformat(batch["planned_start"]) == start + WINDOW
-    assert recorded(url, decl, start).plan.files_per_second is None
+    window = recorded(url, decl, start)
+    assert window.plan.files_per_second is None
+    assert window.plan.merge_start == WINDOW.total_seconds()  # after the one batch, once the input is final
 
 
 def test_a_declared_rate_and_model_give_the_papers_plan_cut_by_count(tmp_path: Path, url: str) -> None:
