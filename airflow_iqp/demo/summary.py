@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.tables import format_table
 
 if TYPE_CHECKING:
@@ -118,7 +120,7 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
     )
     done = [b for b in batches if b.status == "done"]
     merge = _merge_seconds(session, query_id, w)
-    planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
+    planned_merge = PlanRecord.read(w.plan).merge_cost
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
     return WindowRow(
         query=dag_id,
@@ -255,7 +257,7 @@ def grant_rows(session: Session, since: datetime) -> list[GrantRow]:
             registered=r.registered_at,
             granted=r.granted_at,
             released=r.released_at,
-            rivals=tuple(query for _, query, _ in (r.ranking or [])[1:]),
+            rivals=tuple(RankedEntry.read(entry).query for entry in (r.ranking or [])[1:]),
         )
         for r in found
         if r.granted_at is not None

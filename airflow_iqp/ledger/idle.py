@@ -21,6 +21,7 @@ from sqlalchemy import and_, select
 from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchStatus, JobKind, Mode, WindowStatus
 from airflow_iqp.dynamic.dispatch import Upcoming
 from airflow_iqp.ledger.models import Batch, DispatchRequest, Query, Window
+from airflow_iqp.planning.record import PlanRecord
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -49,8 +50,9 @@ def job_seconds(session: Session, requests: Iterable[int]) -> dict[int, float]:
     )
     seconds: dict[int, float] = {}
     for request, kind, remaining, plan, predicted in rows:
-        if kind == JobKind.PARTIAL and plan.get("mode") == Mode.DYNAMIC:
-            seconds[request] = min(remaining, float(plan.get("tau_max") or remaining))
+        record = PlanRecord.read(plan)
+        if kind == JobKind.PARTIAL and record.mode is Mode.DYNAMIC:
+            seconds[request] = min(remaining, record.dynamic.tau_max if record.dynamic is not None else remaining)
         elif kind == JobKind.PARTIAL and predicted is not None:
             seconds[request] = predicted
         else:
@@ -75,7 +77,7 @@ def upcoming(session: Session, now: datetime, horizon: float) -> list[Upcoming]:
     )
     windows = defaultdict(list)
     for row in rows:
-        if row.plan.get("mode") != Mode.DYNAMIC:
+        if PlanRecord.read(row.plan).mode is not Mode.DYNAMIC:
             windows[row.id].append(row)
     soon: list[Upcoming] = []
     for batches in windows.values():
@@ -84,7 +86,7 @@ def upcoming(session: Session, now: datetime, horizon: float) -> list[Upcoming]:
             continue
         if first.release > now + timedelta(seconds=horizon):
             continue
-        remaining = sum(b.predicted_cost for b in batches) + float(first.plan.get("merge_cost") or 0.0)
+        remaining = sum(b.predicted_cost for b in batches) + PlanRecord.read(first.plan).merge_cost
         release = max(first.release.timestamp(), math.nextafter(now.timestamp(), math.inf))
         soon.append(Upcoming(first.dag_id, release, first.deadline.timestamp(), remaining))
     return soon

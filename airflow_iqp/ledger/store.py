@@ -37,6 +37,7 @@ from airflow_iqp.ledger.history import (
 )
 from airflow_iqp.ledger.models import Batch, Query, Result, Window, utcnow
 from airflow_iqp.planning.admission import RecurringQuery
+from airflow_iqp.planning.record import PlanRecord, ReplanNote
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -150,7 +151,7 @@ def record_plan(
     window_end: datetime,
     deadline: datetime,
     expected_tuples: int,
-    plan: Mapping[str, Any],
+    plan: PlanRecord,
     batches: Sequence[Mapping[str, Any]],
     predicted_finish: datetime | None = None,
     run_id: str | None = None,
@@ -181,7 +182,7 @@ def record_plan(
         _reopen(session, window)
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
     window.backfill = backfill
-    window.plan, window.predicted_finish = dict(plan), predicted_finish
+    window.plan, window.predicted_finish = plan.dump(), predicted_finish
     if run_id is not None:
         window.run_id = run_id
 
@@ -218,12 +219,12 @@ def record_replan(
     window_id: int,
     batches: Sequence[Mapping[str, Any]],
     predicted_finish: datetime,
-    note: Mapping[str, Any],
+    note: ReplanNote,
 ) -> None:
     """A static window's remaining batches, replanned (`airflow_iqp.runtime.replan`): each mapping holds
     the index of a batch not frozen yet and its new first_tuple, last_tuple, release,
-    latest_start, planned_start and predicted_cost. `note` (when, after which batch, why) is
-    appended to the plan's `replans`, which the UI and `iqp plan` read with the rest of the plan.
+    latest_start, planned_start and predicted_cost. `note` (when, after which batch, why, where
+    the merge now starts) is appended to the plan's `replans` and moves its merge.
     """
     window = session.scalar(select(Window).where(Window.id == window_id).with_for_update())
     if window is None:
@@ -235,7 +236,7 @@ def record_replan(
             raise ValueError(f"window {window_id} batch {new['index']} has frozen its files: it cannot be replanned")
         for key in ("first_tuple", "last_tuple", "release", "latest_start", "planned_start", "predicted_cost"):
             setattr(row, key, new[key])
-    window.plan = {**window.plan, "replans": [*window.plan.get("replans", []), dict(note)]}
+    window.plan = PlanRecord.read(window.plan).replanned(note).dump()
     window.predicted_finish = predicted_finish
     session.flush()
 
@@ -440,7 +441,7 @@ class WindowSummary:
     result_uri: str | None
     incomplete: bool
     late_files: int
-    plan: dict[str, Any]
+    plan: PlanRecord
     batches: tuple[BatchSummary, ...]
     backfill: bool = False
 
@@ -475,7 +476,7 @@ def window_summary(session: Session, window_id: int) -> WindowSummary:
         result_uri=w.result_uri,
         incomplete=w.incomplete,
         late_files=w.late_files,
-        plan=dict(w.plan),
+        plan=PlanRecord.read(w.plan),
         backfill=w.backfill,
         batches=tuple(
             BatchSummary(

@@ -32,7 +32,7 @@ def merge_request(declaration: Declaration, window: store.WindowSummary, model: 
     """The merge asks for the resource with its window's deadline and its own cost."""
     partials = sum(b.status == BatchStatus.DONE for b in window.batches)
     if model is None:
-        cost = float(window.plan.get("merge_cost") or 0.0)
+        cost = window.plan.merge_cost
     else:
         always, extra = merge_costs(model)
         cost = always + extra.cost(partials)

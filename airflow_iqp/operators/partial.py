@@ -7,6 +7,9 @@ input is final), then queues. Dynamic mode: the slot waits until a batch is elig
 (airflow_iqp.runtime.slots), queues, and cuts the batch when granted. Either way the exact files are
 frozen in the ledger before the job is submitted — a file is frozen at most once per DAG — so a
 retry processes the same files and replaces its own output, and no file is counted twice.
+What differs between the two is a strategy chosen by the task's descriptor (`StaticBatchWork`,
+`DynamicSlotWork`, on the abstract `BatchWork`): the same mapped task runs either, as a dynamic
+query's past window runs static batches.
 
 An unreadable file fails the batch with its name; with `on_corrupt="quarantine"` it is moved
 aside, recorded, left out of the batch (the window's result is flagged incomplete) and the job
@@ -16,6 +19,7 @@ runs again on the rest.
 from __future__ import annotations
 
 import time
+from abc import ABC, abstractmethod
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,12 +33,13 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import SHORT_WAIT, DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
-from airflow_iqp.operators.window import JOBS_DIR, describe, partial_spec, run_window, spark_env, window_dir
+from airflow_iqp.operators.window import JOBS_DIR, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.runtime.costs import observe, planning_model
-from airflow_iqp.runtime.inputs import InputSpec, files_by_stream, untaken
+from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
+from airflow_iqp.runtime.inputs import files_by_stream, untaken
 from airflow_iqp.runtime.replan import replan_window
 from airflow_iqp.runtime.sizing import file_costs, merge_costs
-from airflow_iqp.runtime.slots import SlotAction, SlotSpec, decide
+from airflow_iqp.runtime.slots import SlotAction, decide
 from airflow_iqp.spark.jobs.inputs import CorruptFile
 from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
@@ -46,12 +51,15 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
     from sqlalchemy.orm import Session
 
-    from airflow_iqp.declaration import Declaration
+    from airflow_iqp.declaration import CostModel, Declaration
+    from airflow_iqp.ledger.store import BatchSummary, WindowSummary
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
 
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
-    """One planned batch (static) or one batch slot (dynamic) of a window; see the module doc."""
+    """One planned batch (static) or one batch slot (dynamic) of a window; see the module doc.
+    `batch` is the descriptor the `plan` task handed out, as plain values (it is mapped over).
+    """
 
     operator_extra_links = (BatchOutputLink(),)
 
@@ -62,18 +70,19 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         self.work_dir = work_dir
 
     @property
-    def is_slot(self) -> bool:
-        """Whether this task is a dynamic-mode slot rather than a planned batch."""
-        return "slot" in self.batch
+    def work(self) -> BatchWork:
+        """What this task does its own way: a planned batch's or a slot's."""
+        found = descriptor(self.batch)
+        return StaticBatchWork(self, found) if isinstance(found, StaticBatch) else DynamicSlotWork(self, found)
 
     @property
-    def window_input(self) -> InputSpec:
-        """Where the window's input lands."""
-        return InputSpec.from_dict(self.batch["input"])
+    def window_id(self) -> int:
+        """The task's window in the ledger."""
+        return self.work.descriptor.window_id
 
     def already_done(self, context: Context) -> str | None:
         """See the base class: this task's batch, done."""
-        self._label(context)
+        self.set_label(context)
         if (output := self.done_output()) is not None:
             self.log.info("this batch was done by an earlier attempt: %s", output)
             context["ti"].xcom_push(key="output_location", value=output)
@@ -81,109 +90,58 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def done_output(self) -> str | None:
         """The output of this task's batch if the ledger holds it done."""
+        work = self.work
         with session_scope() as session:
-            batches = store.window_summary(session, self.batch["window_id"]).batches
-        mine = [
-            b
-            for b in batches
-            if (b.slot == self.batch["slot"] if self.is_slot else b.index == self.batch["index"])
-            and b.status == BatchStatus.DONE
-        ]
+            batches = store.window_summary(session, self.window_id).batches
+        mine = [b for b in batches if work.is_mine(b) and b.status == BatchStatus.DONE]
         return mine[0].output_location if mine else None
 
-    def _label(self, context: Context, text: str | None = None) -> None:
+    def set_label(self, context: Context, text: str | None = None) -> None:
         """The map index label; every entry point sets one, or rendering it fails the task."""
-        if text is None:
-            text = f"slot {self.batch['slot']}" if self.is_slot else describe(self.batch)
-        context["batch_label"] = text  # type: ignore[typeddict-unknown-key]  # our key, for map_index_template
+        context["batch_label"] = text or self.work.descriptor.label  # type: ignore[typeddict-unknown-key]  # our key, for map_index_template
 
     def resume_granted(self, context: Context, event: dict[str, Any], **kwargs: Any) -> Any:
         """The base class's resume, with the map index label set first."""
-        self._label(context)
+        self.set_label(context)
         return super().resume_granted(context, event, **kwargs)
 
     # -- waiting for input -------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
-        """Static: wait for the batch's units, then queue. Dynamic: see `on_ready`. A batch the
-        ledger has done already is not run again (see `already_done`).
+        """Wait until the batch may queue (`BatchWork.wait`), then queue. A batch the ledger has
+        done already is not run again (see `already_done`).
         """
-        self._label(context)
+        self.set_label(context)
         if (output := self.already_done(context)) is not None:
             return output
-        if self.is_slot:
-            return self.on_ready(context)
-        trigger = self._input_trigger()
-        if trigger.ready() is None:
-            self.defer(trigger=trigger, method_name="on_landed")
-        return self.on_landed(context)
+        return self.work.wait(context)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Static: the batch's units are there (or the input is final); queue for the resource."""
-        self._label(context)
+        self.set_label(context)
         return self.queue_for_resource(context, self.resource_request(context))
 
     def on_ready(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Dynamic: queue when a batch is eligible, skip when the window has nothing left."""
-        spec = SlotSpec.from_dict(self.batch)
-        self._label(context)
-        waited = time.monotonic() + SHORT_WAIT
-        while True:  # a short wait here, not in the triggerer (see SHORT_WAIT)
-            selection = spec.window_input.look()
-            with session_scope() as session:
-                decision = decide(session, spec, selection, time.time())
-            if decision.action is not SlotAction.WAIT or time.monotonic() > waited:
-                break
-            time.sleep(1.0)
-        if decision.action is SlotAction.SKIP:
-            raise AirflowSkipException(
-                f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches"
-            )
-        if decision.action is SlotAction.WAIT:
-            self.defer(trigger=BatchReadyTrigger(spec.to_dict()), method_name="on_ready")
-        return self.queue_for_resource(context, self.resource_request(context))
+        """Dynamic: back from `BatchReadyTrigger`; see `DynamicSlotWork.wait`."""
+        return self.work.wait(context)
 
     def registration_refused(self, context: Context) -> Any:
-        """Another task of the window queued first: a slot waits for the batch after it; a static
-        batch waits in the trigger again, which fires at once, and queues again.
-        """
-        if self.is_slot:
-            return self.on_ready(context)
-        self.defer(trigger=self._input_trigger(), method_name="on_landed")
-
-    def _input_trigger(self) -> WindowInputTrigger:
-        """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
-        (a replan may have moved it; see `runtime.replan`), or for the input to be final.
-        """
-        where = None if self.batch["upto"] is None else (self.batch["window_id"], self.batch["index"])
-        return WindowInputTrigger(self.batch["input"], self.batch["upto"], batch=where)
+        """Another task of the window queued first: wait again (`BatchWork.wait_again`)."""
+        return self.work.wait_again(context)
 
     # -- what the dispatcher ranks ------------------------------------------------------------
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """Ranked by the window's deadline and the work the window still needs, merge included."""
-        decl = self.declaration
-        selection = self.window_input.look() if self.is_slot else None
-        path = self.execution_path()
+        work = self.work
+        listed = work.listed()  # before the ledger is read: a listing may take a while
         with session_scope() as session:
-            window = store.window_summary(session, self.batch["window_id"])
-            model = planning_model(session, decl, path)
-            if selection is not None:
-                spec = SlotSpec.from_dict(self.batch)
-                decision = decide(session, spec, selection, time.time())
-        plan = window.plan
-        if selection is not None and model is not None:
-            cost = file_costs(model, plan["rows_per_file"])
-            always, extra_merge = merge_costs(model)
-            pending = max(spec.expected_files, len(selection.units)) - decision.processed
-            remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
-            slot, reason = spec.slot, decision.reason or BatchReason.RETRY
-        else:
-            remaining = window_remaining(window.status, window.batches, plan["merge_cost"])
-            slot, reason = self.batch.get("slot", self.batch.get("index", 0)), BatchReason.PLANNED
+            window = store.window_summary(session, self.window_id)
+            model = planning_model(session, self.declaration, self.execution_path())
+            remaining, slot, reason = work.remaining(session, window, model, listed)
         return ResourceRequest(
             window_id=window.id,
-            query=decl.dag_id,
+            query=self.declaration.dag_id,
             kind=JobKind.PARTIAL,
             slot=slot,
             reason=reason,
@@ -195,11 +153,11 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def run_granted(self, context: Context) -> str:
         """Freeze (or cut) the batch's files, run the partial job, record what it did."""
-        self._label(context)
-        window_id = self.batch["window_id"]
-        selection = self.window_input.look()
+        self.set_label(context)
+        work, window_id = self.work, self.window_id
+        selection = work.descriptor.window_input.look()
         with session_scope() as session:
-            index = self._cut(session, selection) if self.is_slot else self._freeze(session, selection)
+            index = work.take(session, selection)
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
             if batch.attempts:  # a retry reads its files as they are now; nothing counted them yet
                 listed = [f for u in (*selection.units, *selection.earlier, *selection.later) for f in u.files]
@@ -209,9 +167,8 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
                     )
             attempt = store.start_batch(session, window_id, index)
         files = batch.files or {}
-        if self.is_slot:
-            reason = f" · {batch.reason}" if batch.reason else ""
-            self._label(context, f"batch {index} · units {batch.first_tuple}..{batch.last_tuple}{reason}")
+        if (label := work.taken_label(batch)) is not None:
+            self.set_label(context, label)
         directory = window_dir(Path(self.work_dir), self.declaration.dag_id, run_window(context)[0])
         directory.mkdir(parents=True, exist_ok=True)
         output = self.leased_output(directory / f"batch-{index:04d}")
@@ -229,30 +186,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
             observe(session, self.declaration, self.execution_path(), JobKind.PARTIAL, rows, seconds)
-        if not self.is_slot:
-            self._replan(window_id, index, ended)
+        work.recorded(index, ended)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
-
-    def _replan(self, window_id: int, index: int, ended: datetime) -> None:
-        """Static: replan the window's remaining batches if this one ended off its plan
-        (`runtime.replan`), in a transaction of its own, still under the lease: the batch is
-        recorded done whatever the replan does, and a plan that cannot be remade is kept.
-        """
-        try:
-            with session_scope() as session:
-                model = planning_model(session, self.declaration, self.execution_path())
-                note = None if model is None else replan_window(session, window_id, index, model, ended)
-        except ValueError as err:  # the planner refusing its input: the plan stands
-            self.log.warning("window %d not replanned after batch %d: %s", window_id, index, err)
-            return
-        if note is not None:
-            self.log.info(
-                "window replanned: %s; %d batch(es) left with units, %s",
-                note["why"],
-                note["batches"],
-                "deadline held" if note["feasible"] else note["reason"],
-            )
 
     def _run_job(
         self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path
@@ -273,7 +209,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def _quarantine(self, index: int, files: dict[str, list[str]], corrupt: list[CorruptFile]) -> dict[str, list[str]]:
         """Move each corrupt file aside and out of the batch; returns the batch's files left."""
-        window_id = self.batch["window_id"]
+        window_id = self.window_id
         for entry in corrupt:
             stream = entry.stream
             uri = next((u for u in files.get(stream, []) if u.removeprefix("file://") == entry.file), entry.file)
@@ -286,19 +222,110 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """After the window's last batch, its merge queues at once (see the base class)."""
-        window = store.window_summary(session, self.batch["window_id"])
+        window = store.window_summary(session, self.window_id)
         if any(b.status not in (BatchStatus.DONE, BatchStatus.SKIPPED) for b in window.batches):
             return None
-        if self.is_slot:
-            spec = SlotSpec.from_dict(self.batch)
-            if decide(session, spec, spec.window_input.look(), time.time()).action is not SlotAction.SKIP:
-                return None  # units are still to land or to be cut
-        elif not self.window_input.look().final or self.batch["upto"] is not None:
-            return None  # the last batch has yet to take the rest
+        if not self.work.window_done(session):
+            return None
         return merge_request(self.declaration, window, planning_model(session, self.declaration, self.execution_path()))
 
-    def _freeze(self, session: Session, selection: WindowSelection) -> int:
-        """Static: this batch's files, frozen once (a retry keeps them).
+
+class BatchWork(ABC):
+    """What a planned batch and a dynamic slot do their own way; the operator does the rest."""
+
+    def __init__(self, task: PartialAggregateOperator) -> None:
+        self.task = task
+
+    @property
+    @abstractmethod
+    def descriptor(self) -> StaticBatch | DynamicSlot:
+        """What the `plan` task handed this task."""
+
+    @abstractmethod
+    def is_mine(self, batch: BatchSummary) -> bool:
+        """Whether a batch of the window in the ledger is this task's."""
+
+    @abstractmethod
+    def wait(self, context: Context) -> Any:
+        """Wait (deferred if need be) until the batch may queue, then queue for the resource."""
+
+    @abstractmethod
+    def wait_again(self, context: Context) -> Any:
+        """Another task of the window queued first: wait for the resource again."""
+
+    @abstractmethod
+    def remaining(
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+    ) -> tuple[float, int, BatchReason]:
+        """The work the window still needs (merge included), the request's slot and why it runs."""
+
+    def listed(self) -> WindowSelection | None:
+        """The window's input as listed now, where `remaining` needs it."""
+        return None
+
+    @abstractmethod
+    def take(self, session: Session, selection: WindowSelection) -> int:
+        """The batch's files, frozen once (a retry keeps them); returns the batch index."""
+
+    @abstractmethod
+    def window_done(self, session: Session) -> bool:
+        """Whether, every batch of the window done, no unit is left for one more: the merge may queue."""
+
+    def taken_label(self, batch: BatchSummary) -> str | None:
+        """A new map index label once the batch is known, or None to keep the descriptor's."""
+        return None
+
+    def recorded(self, index: int, ended: datetime) -> None:
+        """After the batch is recorded done, in a transaction of its own."""
+
+
+class StaticBatchWork(BatchWork):
+    """A batch the plan cut by count: it waits for its units in `WindowInputTrigger`."""
+
+    def __init__(self, task: PartialAggregateOperator, batch: StaticBatch) -> None:
+        super().__init__(task)
+        self.batch = batch
+
+    @property
+    def descriptor(self) -> StaticBatch:
+        """See the base class."""
+        return self.batch
+
+    def is_mine(self, batch: BatchSummary) -> bool:
+        """See the base class: the same index."""
+        return batch.index == self.batch.index
+
+    def wait(self, context: Context) -> Any:
+        """Wait in the triggerer for the batch's units, or for the input to be final."""
+        trigger = self._input_trigger()
+        if trigger.ready() is None:
+            self.task.defer(trigger=trigger, method_name="on_landed")
+        return self.task.on_landed(context)
+
+    def wait_again(self, context: Context) -> Any:
+        """Wait in the trigger again, which fires at once, and queue again."""
+        self.task.defer(trigger=self._input_trigger(), method_name="on_landed")
+
+    def _input_trigger(self) -> WindowInputTrigger:
+        """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
+        (a replan may have moved it; see `runtime.replan`), or for the input to be final.
+        """
+        b = self.batch
+        where = None if b.upto is None else (b.window_id, b.index)
+        return WindowInputTrigger(b.input, b.upto, batch=where)
+
+    def remaining(
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+    ) -> tuple[float, int, BatchReason]:
+        """See the base class: the plan's costs of the batches not done, and its merge."""
+        return (
+            window_remaining(window.status, window.batches, window.plan.merge_cost),
+            self.batch.index,
+            BatchReason.PLANNED,
+        )
+
+    def take(self, session: Session, selection: WindowSelection) -> int:
+        """This batch's files, frozen once (a retry keeps them).
 
         A batch takes the units up to its planned end (as the ledger holds it: a replan may have
         moved it) that no batch has taken, leaving those up to the end of an earlier batch that
@@ -306,12 +333,12 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         backfill, `airflow dags test`), the order they run in does not change the plan's batch
         sizes.
         """
-        window_id, index = self.batch["window_id"], self.batch["index"]
+        window_id, index = self.batch.window_id, self.batch.index
         summary = store.window_summary(session, window_id)
         current = next(b for b in summary.batches if b.index == index)
         if current.files is not None:
             return index
-        upto = None if self.batch["upto"] is None else current.last_tuple
+        upto = None if self.batch.upto is None else current.last_tuple
         taken = store.frozen_files(session, window_id)
         pending = [b for b in summary.batches if b.index < index and b.files is None]
         reserved = max((b.last_tuple for b in pending if b.status != BatchStatus.SKIPPED), default=0)
@@ -326,15 +353,109 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         store.freeze_files(session, window_id, index, files_by_stream(units))
         return index
 
-    def _cut(self, session: Session, selection: WindowSelection) -> int:
-        """Dynamic: this slot's unfinished batch (a retry), else a new one of the units waiting now."""
-        spec = SlotSpec.from_dict(self.batch)
+    def window_done(self, session: Session) -> bool:
+        """See the base class: the last batch, which took the rest once the input was final."""
+        return self.batch.upto is None and self.batch.window_input.look().final
+
+    def recorded(self, index: int, ended: datetime) -> None:
+        """Replan the window's remaining batches if this one ended off its plan
+        (`runtime.replan`), in a transaction of its own, still under the lease: the batch is
+        recorded done whatever the replan does, and a plan that cannot be remade is kept.
+        """
+        task, window_id = self.task, self.batch.window_id
+        try:
+            with session_scope() as session:
+                model = planning_model(session, task.declaration, task.execution_path())
+                note = None if model is None else replan_window(session, window_id, index, model, ended)
+        except ValueError as err:  # the planner refusing its input: the plan stands
+            task.log.warning("window %d not replanned after batch %d: %s", window_id, index, err)
+            return
+        if note is not None:
+            task.log.info(
+                "window replanned: %s; %d batch(es) left with units, %s",
+                note.why,
+                note.batches,
+                "deadline held" if note.feasible else note.reason,
+            )
+
+
+class DynamicSlotWork(BatchWork):
+    """A slot: it waits until `slots.decide` says a batch is eligible, and cuts it when granted."""
+
+    def __init__(self, task: PartialAggregateOperator, slot: DynamicSlot) -> None:
+        super().__init__(task)
+        self.slot = slot
+
+    @property
+    def descriptor(self) -> DynamicSlot:
+        """See the base class."""
+        return self.slot
+
+    def is_mine(self, batch: BatchSummary) -> bool:
+        """See the base class: the batch this slot cut."""
+        return batch.slot == self.slot.slot
+
+    def wait(self, context: Context) -> Any:
+        """Queue when a batch is eligible, skip when the window has nothing left."""
+        spec, task = self.slot, self.task
+        task.set_label(context)
+        waited = time.monotonic() + SHORT_WAIT
+        while True:  # a short wait here, not in the triggerer (see SHORT_WAIT)
+            selection = spec.window_input.look()
+            with session_scope() as session:
+                decision = decide(session, spec, selection, time.time())
+            if decision.action is not SlotAction.WAIT or time.monotonic() > waited:
+                break
+            time.sleep(1.0)
+        if decision.action is SlotAction.SKIP:
+            raise AirflowSkipException(
+                f"slot {spec.slot}: every unit of the window is taken by {decision.batches} batches"
+            )
+        if decision.action is SlotAction.WAIT:
+            task.defer(trigger=BatchReadyTrigger(spec.to_dict()), method_name="on_ready")
+        return task.queue_for_resource(context, task.resource_request(context))
+
+    def wait_again(self, context: Context) -> Any:
+        """Wait for the batch after the one queued."""
+        return self.wait(context)
+
+    def listed(self) -> WindowSelection:
+        """See the base class: what has landed decides what the slot would take."""
+        return self.slot.window_input.look()
+
+    def remaining(
+        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+    ) -> tuple[float, int, BatchReason]:
+        """See the base class: with a model, the files not taken yet in MinBatch batches and the
+        merge of them all; without one, the plan's merge and the costs of the batches not done.
+        """
+        spec = self.slot
+        selection = listed if listed is not None else self.listed()
+        decision = decide(session, spec, selection, time.time())
+        rows_per_file = window.plan.rows_per_file
+        if model is None or rows_per_file is None:
+            return (
+                window_remaining(window.status, window.batches, window.plan.merge_cost),
+                spec.slot,
+                BatchReason.PLANNED,
+            )
+        cost = file_costs(model, rows_per_file)
+        always, extra_merge = merge_costs(model)
+        pending = max(spec.expected_files, len(selection.units)) - decision.processed
+        remaining = always + work_left(pending, spec.min_batch, decision.batches, cost, extra_merge)
+        return remaining, spec.slot, decision.reason or BatchReason.RETRY
+
+    def take(self, session: Session, selection: WindowSelection) -> int:
+        """This slot's unfinished batch (a retry), else a new one of the units waiting now."""
+        spec, task = self.slot, self.task
         if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
             return index
         decision = decide(session, spec, selection, time.time())
-        plan = store.window_summary(session, spec.window_id).plan
-        model = planning_model(session, self.declaration, self.execution_path())
-        predicted = 0.0 if model is None else file_costs(model, plan["rows_per_file"]).cost(len(decision.take))
+        rows_per_file = store.window_summary(session, spec.window_id).plan.rows_per_file
+        model = planning_model(session, task.declaration, task.execution_path())
+        predicted = 0.0
+        if model is not None and rows_per_file is not None:
+            predicted = file_costs(model, rows_per_file).cost(len(decision.take))
         first = _position(selection.units, decision.take[0]) if decision.take else 0
         return store.add_dynamic_batch(
             session,
@@ -347,6 +468,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             predicted_cost=predicted,
             now=datetime.now(UTC),
         )
+
+    def window_done(self, session: Session) -> bool:
+        """See the base class: every slot left would skip (units may still land, or be cut)."""
+        spec = self.slot
+        return decide(session, spec, spec.window_input.look(), time.time()).action is SlotAction.SKIP
+
+    def taken_label(self, batch: BatchSummary) -> str | None:
+        """The batch the slot cut: which, its units and why it fired."""
+        reason = f" · {batch.reason}" if batch.reason else ""
+        return f"batch {batch.index} · units {batch.first_tuple}..{batch.last_tuple}{reason}"
 
 
 def _position(units: tuple[InputUnit, ...], unit: InputUnit) -> int:

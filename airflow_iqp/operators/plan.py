@@ -34,11 +34,12 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.planning.admission import admit
+from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
 from airflow_iqp.runtime.costs import planning_margin, planning_model, planning_rate
 from airflow_iqp.runtime.demand import static_plan, window_demand
+from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch
 from airflow_iqp.runtime.inputs import InputSpec
 from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, merge_costs
-from airflow_iqp.runtime.slots import SlotSpec
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -96,14 +97,14 @@ class PlanWindowOperator(BaseOperator):
             window_id = self.record(session, context, batches, how, rate, model, backfill, admission, room)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
-            {
-                "window_id": window_id,
-                "index": b.index,
-                "upto": b.upto,
-                "planned_start": (start + timedelta(seconds=b.start)).isoformat(),
-                "predicted_cost": b.cost,
-                "input": window_input.to_dict(),
-            }
+            StaticBatch(
+                window_id=window_id,
+                index=b.index,
+                upto=b.upto,
+                planned_start=start + timedelta(seconds=b.start),
+                predicted_cost=b.cost,
+                input=window_input.to_dict(),
+            ).to_dict()
             for b in batches
         ]
 
@@ -222,7 +223,8 @@ class PlanWindowOperator(BaseOperator):
         start, end = run_window(context)
         expected = 0 if rate is None else rate.files_in(decl.window)
         merge = merge_costs(model)[0] if model is not None else 0.0
-        finish = max((b.start + b.cost for b in batches), default=0.0) + merge
+        last_end = max((b.start + b.cost for b in batches), default=0.0)
+        merge_start = None if model is None else last_end  # unpriced batches plan no time for it
         return store.record_plan(
             session,
             decl.dag_id,
@@ -230,18 +232,18 @@ class PlanWindowOperator(BaseOperator):
             end,
             end + decl.deadline,
             expected_tuples=0 if rate is None else round(expected * rate.rows_per_file),
-            plan={
-                "mode": decl.mode.value,
-                "how": how,
-                "unit": "files",
-                "files_per_second": None if rate is None else rate.files_per_second,
-                "rows_per_file": None if rate is None else rate.rows_per_file,
-                "expected_files": expected,
-                "merge_cost": merge,
-                "admission": admission,
-                "blocking": blocking,
-                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
-            },
+            plan=PlanRecord(
+                mode=decl.mode,
+                how=how,
+                files_per_second=None if rate is None else rate.files_per_second,
+                rows_per_file=None if rate is None else rate.rows_per_file,
+                expected_files=expected,
+                merge_start=merge_start,
+                merge_cost=merge,
+                admission=admission,
+                blocking=blocking,
+                margin=planning_margin(session, decl, execution_path(self.spark_conn_id)),
+            ),
             batches=[
                 {
                     "index": b.index,
@@ -254,7 +256,7 @@ class PlanWindowOperator(BaseOperator):
                 }
                 for i, b in enumerate(batches)
             ],
-            predicted_finish=None if model is None else start + timedelta(seconds=finish),
+            predicted_finish=None if merge_start is None else start + timedelta(seconds=merge_start + merge),
             run_id=context["run_id"],
             backfill=backfill,
         )
@@ -266,6 +268,7 @@ class PlanWindowOperator(BaseOperator):
         decl = self.declaration
         start, end = run_window(context)
         batching = dynamic_batching(decl, rate, model)
+        alpha, tau_max = decl.dynamic_limits()
         admission = self.admit(session, window_demand(decl, rate, model))
         always, extra_merge = merge_costs(model)
         window_id = store.record_plan(
@@ -275,23 +278,24 @@ class PlanWindowOperator(BaseOperator):
             end,
             end + decl.deadline,
             expected_tuples=round(batching.expected_files * rate.rows_per_file),
-            plan={
-                "mode": "dynamic",
-                "how": "dynamic: MinBatch",
-                "unit": "files",
-                "files_per_second": rate.files_per_second,
-                "rows_per_file": rate.rows_per_file,
-                "alpha": decl.alpha,
-                "tau_max": decl.tau_max,
-                "min_batch": batching.min_batch.size,
-                "max_batch": batching.max_batch,
-                "cost_ratio": batching.min_batch.cost_ratio,
-                "slots": batching.slots,
-                "expected_files": batching.expected_files,
-                "merge_cost": always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
-                "admission": admission,
-                "margin": planning_margin(session, decl, execution_path(self.spark_conn_id)),
-            },
+            plan=PlanRecord(
+                mode=Mode.DYNAMIC,
+                how="dynamic: MinBatch",
+                files_per_second=rate.files_per_second,
+                rows_per_file=rate.rows_per_file,
+                expected_files=batching.expected_files,
+                merge_cost=always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
+                admission=admission,
+                margin=planning_margin(session, decl, execution_path(self.spark_conn_id)),
+                dynamic=MinBatchPlan(
+                    alpha=alpha,
+                    tau_max=tau_max,
+                    min_batch=batching.min_batch.size,
+                    max_batch=batching.max_batch,
+                    cost_ratio=batching.min_batch.cost_ratio,
+                    slots=batching.slots,
+                ),
+            ),
             batches=[],
             run_id=context["run_id"],
         )
@@ -305,7 +309,7 @@ class PlanWindowOperator(BaseOperator):
             batching.slots,
         )
         return [
-            SlotSpec(
+            DynamicSlot(
                 window_id=window_id,
                 slot=slot,
                 slots=batching.slots,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 from urllib.parse import urlsplit
 
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
@@ -107,9 +107,3 @@ def merge_spec(declaration: Declaration, partials: Sequence[str], output: Path) 
         partials=list(partials),
         output=str(output),
     )
-
-
-def describe(batch: Mapping[str, Any]) -> str:
-    """Map-index label of a planned batch: which batch, how far into the window, when it starts."""
-    upto = "the rest" if batch["upto"] is None else f"units ..{batch['upto']}"
-    return f"batch {batch['index']} · {upto} · start {batch['planned_start'][11:19]}"

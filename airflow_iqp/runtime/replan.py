@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 from airflow_iqp.constants import BatchStatus
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.arrival import ArrivalCurve
+from airflow_iqp.planning.record import ReplanNote
 from airflow_iqp.planning.replan import Remaining, Replan, replan
 from airflow_iqp.runtime.sizing import file_costs
 
@@ -63,9 +64,7 @@ def off_plan(batch: BatchSummary) -> str | None:
     return None
 
 
-def replan_window(
-    session: Session, window_id: int, index: int, model: CostModel, now: datetime
-) -> dict[str, Any] | None:
+def replan_window(session: Session, window_id: int, index: int, model: CostModel, now: datetime) -> ReplanNote | None:
     """Replan the window's batches after batch `index` if it ended off its plan; returns the
     note recorded in the plan's `replans`, or None when the plan stands (kept to, nothing left
     to replan, not a deadline plan, or the replan changes neither the batches nor the room).
@@ -73,25 +72,28 @@ def replan_window(
     window = store.window_summary(session, window_id)
     plan = window.plan
     ended = next(b for b in window.batches if b.index == index)
-    if plan.get("blocking") is None or (why := off_plan(ended)) is None:
+    previous = plan.blocking_left
+    if previous is None or plan.files_per_second is None or plan.rows_per_file is None:
+        return None
+    if (why := off_plan(ended)) is None:
         return None
     frozen = [b for b in window.batches if b.files is not None]
     tasks = [b for b in window.batches if b.files is None and b.status != BatchStatus.SKIPPED]
     if not tasks or min(b.index for b in tasks) < max(b.index for b in frozen):
         return None  # the last batch has taken the rest, or batches froze out of order (all ready at once)
-    replans = plan.get("replans", [])
-    previous = float(replans[-1]["blocking_left"] if replans else plan["blocking"])
     room = max(0.0, previous - max(0.0, lateness(ended)))
-    files, rate = int(plan["expected_files"]), float(plan["files_per_second"])
+    files, rate = plan.expected_files, plan.files_per_second
     start = window.window_start
     done = max(b.last_tuple for b in frozen)
+    since = (now - start).total_seconds()
+    window_end = (window.window_end - start).total_seconds()
     result = replan(
         Remaining(done, len(frozen), files, tasks=len(tasks)),
         arrival=ArrivalCurve.fixed_rate(0.0, max(0, files - 1) / rate, files),
-        window_end=(window.window_end - start).total_seconds(),
+        window_end=window_end,
         deadline=(window.deadline - start).total_seconds() - room,
-        now=(now - start).total_seconds(),
-        cost=file_costs(model, float(plan["rows_per_file"])),
+        now=since,
+        cost=file_costs(model, plan.rows_per_file),
         merge=model.merge,
     )
     rows = _rows(tasks, result, done, files, start, max(now, window.window_end))
@@ -101,15 +103,16 @@ def replan_window(
     )
     if unchanged and room == previous:
         return None
-    note = {
-        "at": now.isoformat(),
-        "after_batch": index,
-        "why": why,
-        "batches": len(result.batches),
-        "feasible": result.feasible,
-        "reason": result.reason,
-        "blocking_left": room,
-    }
+    note = ReplanNote(
+        at=now,
+        after_batch=index,
+        why=why,
+        batches=len(result.batches),
+        feasible=result.feasible,
+        reason=result.reason,
+        blocking_left=room,
+        merge_start=max((b.start + b.cost for b in result.batches), default=max(since, window_end)),
+    )
     store.record_replan(session, window_id, rows, start + timedelta(seconds=result.finish), note)
     return note
 

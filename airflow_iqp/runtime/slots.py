@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sqlalchemy import func, select
 
@@ -24,51 +24,13 @@ from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchReason, JobKind
 from airflow_iqp.dynamic import batch_reason, expected_time_of
 from airflow_iqp.ledger import store
 from airflow_iqp.ledger.models import Batch, DispatchRequest
-from airflow_iqp.runtime.inputs import InputSpec, untaken
+from airflow_iqp.runtime.inputs import untaken
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from sqlalchemy.orm import Session
 
+    from airflow_iqp.runtime.descriptors import DynamicSlot
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
-
-
-@dataclass(frozen=True)
-class SlotSpec:
-    """One slot of one window, as the plan task hands it out (plain values: it travels in XCom
-    and in trigger kwargs).
-    """
-
-    window_id: int
-    slot: int
-    slots: int
-    input: dict[str, Any]  # InputSpec.to_dict()
-    expected_files: int
-    min_batch: int
-    max_batch: int
-
-    def to_dict(self) -> dict[str, Any]:
-        """The spec as plain values; `SlotSpec.from_dict` reads it back."""
-        return {
-            "window_id": self.window_id,
-            "slot": self.slot,
-            "slots": self.slots,
-            "input": self.input,
-            "expected_files": self.expected_files,
-            "min_batch": self.min_batch,
-            "max_batch": self.max_batch,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> SlotSpec:
-        """The spec `to_dict` gave."""
-        return cls(**data)
-
-    @property
-    def window_input(self) -> InputSpec:
-        """Where the window's input lands."""
-        return InputSpec.from_dict(self.input)
 
 
 class SlotAction(StrEnum):
@@ -90,7 +52,7 @@ class SlotDecision:
     batches: int = 0  # batches cut so far
 
 
-def decide(session: Session, spec: SlotSpec, selection: WindowSelection, now: float) -> SlotDecision:
+def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now: float) -> SlotDecision:
     """Whether the slot waits, runs or skips at `now` (epoch seconds), from a listing of the
     window's input and the ledger.
     """

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_iqp.ledger import session_scope
-from airflow_iqp.runtime.slots import SlotAction, SlotSpec, decide
+from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
+from airflow_iqp.runtime.slots import SlotAction, decide
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
 class BatchReadyTrigger(BaseTrigger):
     """Fires when `slots.decide` tells the slot to run or to skip."""
 
-    def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:
+    def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:  # spec: DynamicSlot.to_dict()
         super().__init__()  # BaseTrigger.__init__ has no annotations
         self.spec = spec
         self.poll_interval = poll_interval
@@ -36,7 +37,9 @@ class BatchReadyTrigger(BaseTrigger):
 
     def look(self) -> SlotAction:
         """What the slot may do now."""
-        spec = SlotSpec.from_dict(self.spec)
+        spec = descriptor(self.spec)
+        if not isinstance(spec, DynamicSlot):
+            raise TypeError(f"a static batch waits in WindowInputTrigger, not here: {spec}")
         selection = spec.window_input.look()
         with session_scope(read_only=True) as session:
             return decide(session, spec, selection, time.time()).action

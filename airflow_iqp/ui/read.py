@@ -30,6 +30,7 @@ from airflow_iqp.constants import (
 from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.ledger import history
 from airflow_iqp.ledger.models import Batch, CostObservation, DispatchRequest, Query, Resource, Window
+from airflow_iqp.planning.record import PlanRecord
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
@@ -113,7 +114,7 @@ class WindowRow:
     deadline: datetime
     expected_tuples: int
     actual_tuples: int | None
-    plan: dict[str, Any]
+    plan: PlanRecord
     predicted_finish: datetime | None
     actual_finish: datetime | None
     status: WindowStatus
@@ -338,7 +339,7 @@ def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> Win
         deadline=w.deadline,
         expected_tuples=w.expected_tuples,
         actual_tuples=w.actual_tuples,
-        plan=dict(w.plan),
+        plan=PlanRecord.read(w.plan),
         predicted_finish=w.predicted_finish,
         actual_finish=w.actual_finish,
         status=WindowStatus(w.status),

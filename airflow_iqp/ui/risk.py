@@ -71,7 +71,7 @@ def backlog(w: WindowRow, model: LearnedCost | None, now: float) -> Backlog | No
             running_until = _overrun(b.actual_start.timestamp() + seconds, now)
         else:  # a static batch's slot is its index
             jobs.append((b.index if b.slot is None else b.slot, Pending(seconds, b.release.timestamp())))
-    if w.plan.get("mode") == Mode.DYNAMIC:
+    if w.plan.mode is Mode.DYNAMIC:
         uncut = _uncut(w, pricing, now)
         if uncut is None:
             return None
@@ -143,8 +143,7 @@ class _Pricing:
     def __init__(self, w: WindowRow, model: LearnedCost | None) -> None:
         self.w = w
         self.model = model
-        per_file = w.plan.get("rows_per_file")
-        self.rows_per_unit = 1.0 if w.plan.get("unit", "tuples") == "tuples" else _positive(per_file)
+        self.rows_per_unit = 1.0 if w.plan.unit == "tuples" else _positive(w.plan.rows_per_file)
 
     def rows(self, size: int) -> int | None:
         return None if self.rows_per_unit is None else round(size * self.rows_per_unit)
@@ -158,7 +157,7 @@ class _Pricing:
     def merge(self, partials: int) -> float | None:
         if self.model is not None:
             return self.model.merge_seconds(partials)
-        return _positive(self.w.plan.get("merge_cost"), zero=True)
+        return _positive(self.w.plan.merge_cost, zero=True)
 
 
 def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
@@ -168,7 +167,7 @@ def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
     model, else by the work the window's latest partial request reported; None if neither.
     """
     plan = w.plan
-    expected, min_batch = int(plan.get("expected_files") or 0), int(plan.get("min_batch") or 0)
+    expected, min_batch = plan.expected_files, plan.dynamic.min_batch if plan.dynamic is not None else 0
     taken = sum(b.last_tuple - b.first_tuple + 1 for b in w.batches)
     cut_slots = {b.slot for b in w.batches if unfinished(b)}
     asking = any(
@@ -188,7 +187,7 @@ def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
         per_batch = [pricing.model.partial_seconds(round(rows * n / size)) for n in sizes]
     else:
         partial_requests = [r for r in w.requests if r.kind is JobKind.PARTIAL]
-        merge = _positive(plan.get("merge_cost"), zero=True)
+        merge = _positive(plan.merge_cost, zero=True)
         if not partial_requests or merge is None:
             return None
         work = max(partial_requests[-1].remaining_cost - merge, 0.0)

@@ -126,7 +126,7 @@ def remaining_s(w: WindowRow) -> float:
     open_requests = [r for r in w.requests if r.state in (RequestState.WAITING, RequestState.GRANTED)]
     if open_requests:
         return open_requests[-1].remaining_cost
-    return window_remaining(w.status, w.batches, float(w.plan.get("merge_cost") or 0.0))
+    return window_remaining(w.status, w.batches, w.plan.merge_cost)
 
 
 def laxity_s(w: WindowRow, now: datetime) -> float | None:
@@ -182,7 +182,7 @@ def summarize(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowS
         single_batch_cost_s=single,
         cost_ratio=ratio,
         batches=len(w.batches),
-        unit=str(w.plan.get("unit", "tuples")),
+        unit=w.plan.unit,
         expected_tuples=w.expected_tuples,
         actual_tuples=w.actual_tuples,
         result=w.result,
@@ -274,9 +274,8 @@ def slot_bar(slot: int, waits: list[Wait]) -> Bar:
 def merge_bar(w: WindowRow, waits: list[Wait], now: datetime) -> Bar:
     """The window's final merge: planned from the plan, run under its own request."""
     origin = w.window_start
-    predicted = w.plan.get("merge_cost")
-    planned_at = w.plan.get("merge_start")
-    planned_start = seconds_after(datetime.fromisoformat(planned_at), origin) if planned_at else None
+    predicted = w.plan.merge_cost
+    planned_start = w.plan.merge_start
     merge = merge_request(w)
     start = merge.granted_at if merge is not None else None
     end = w.actual_finish if w.status not in OPEN else None
@@ -290,7 +289,7 @@ def merge_bar(w: WindowRow, waits: list[Wait], now: datetime) -> Bar:
         release_s=None,
         latest_start_s=None,
         planned_start_s=planned_start,
-        planned_end_s=planned_start + predicted if planned_start is not None and predicted is not None else None,
+        planned_end_s=None if planned_start is None else planned_start + predicted,
         actual_start_s=seconds_after(start, origin),
         actual_end_s=seconds_after(end, origin),
         predicted_cost_s=predicted,
@@ -351,7 +350,9 @@ def detail(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowDeta
         drawn.append(now_s)
     chart = axis(drawn)
     marks.now_s = now_s if 0 <= now_s <= chart.span_s else None
-    return WindowDetail(now=now, window=summarize(w, now, model), plan=w.plan, axis=chart, marks=marks, bars=rows)
+    return WindowDetail(
+        now=now, window=summarize(w, now, model), plan=w.plan.dump(), axis=chart, marks=marks, bars=rows
+    )
 
 
 def _seconds(at: datetime, origin: datetime) -> float:

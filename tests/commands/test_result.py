@@ -14,6 +14,7 @@ from airflow_iqp.cli import main
 from airflow_iqp.commands.result import window_start
 from airflow_iqp.constants import FileStatus, Mode
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.results.publish import publish
 from airflow_iqp.streams.files import DataFile
 
@@ -41,7 +42,7 @@ def plan(url: str, start: datetime) -> int:
         "predicted_cost": 1.0,
     }
     with session_scope(url) as s:
-        return store.record_plan(s, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 2, {}, [batch])
+        return store.record_plan(s, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 2, PlanRecord(), [batch])
 
 
 @pytest.fixture

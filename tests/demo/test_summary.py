@@ -18,6 +18,7 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.results.publish import publish
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
@@ -56,7 +57,7 @@ def ledger(tmp_path: Path) -> str:
             END,
             END + timedelta(seconds=90),
             expected_tuples=1000,
-            plan={"merge_cost": 25.0},
+            plan=PlanRecord(merge_cost=25.0),
             batches=[
                 {
                     "index": i,
@@ -264,7 +265,9 @@ def test_grants_table_shows_the_dispatch_order_and_who_waited(ledger: str) -> No
     with session_scope(ledger) as session:
         store.register_query(session, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
         windows = {
-            q: store.record_plan(session, q, END, END + timedelta(minutes=2), END + timedelta(seconds=d), 1, {}, [])
+            q: store.record_plan(
+                session, q, END, END + timedelta(minutes=2), END + timedelta(seconds=d), 1, PlanRecord(), []
+            )
             for q, d in (("iqp_q6", 200), ("iqp_q1", 300))
         }
         ids = {

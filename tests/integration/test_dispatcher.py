@@ -225,7 +225,8 @@ def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
         process.kill()
     report(ledger, start, ["iqp_slow_q6"])
     window = check_window(ledger, spark, declaration(env, "iqp_slow_q6"), start)
-    min_batch = window.plan["min_batch"]
+    assert window.plan.dynamic is not None
+    min_batch = window.plan.dynamic.min_batch
     first = window.batches[0]
     assert first.reason == BatchReason.SLOW_INPUT, [(b.index, b.reason) for b in window.batches]
     assert first.files is not None

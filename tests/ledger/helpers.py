@@ -10,6 +10,7 @@ from alembic.config import Config
 from airflow_iqp.constants import Mode
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.engine import MIGRATIONS
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.files import DataFile
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ def planned_window(
             start + timedelta(seconds=10),
             start + timedelta(seconds=12),
             10,
-            {"method": "greedy"},
+            PlanRecord(how="greedy"),
             batches(ranges, start),
             predicted_finish=start + timedelta(seconds=12),
             run_id=run_id,

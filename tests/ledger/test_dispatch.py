@@ -21,6 +21,7 @@ from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.dispatch import Lease
 from airflow_iqp.ledger.models import DispatchRequest, Resource
+from airflow_iqp.planning.record import PlanRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -35,7 +36,14 @@ def _s(seconds: float) -> datetime:
 def _window(session: Session, query: str, start: datetime = T0) -> int:
     store.register_query(session, dag_id=query, name=query, sql="SELECT 1", mode=Mode.DYNAMIC, params={})
     return store.record_plan(
-        session, query, start, start + timedelta(seconds=10), start + timedelta(seconds=60), 10, {"method": "test"}, []
+        session,
+        query,
+        start,
+        start + timedelta(seconds=10),
+        start + timedelta(seconds=60),
+        10,
+        PlanRecord(how="test"),
+        [],
     )
 
 
@@ -164,7 +172,7 @@ def test_live_requests_go_before_backfill_requests_which_go_oldest_window_first(
                 start + timedelta(seconds=10),
                 start + timedelta(seconds=20),
                 1,
-                {},
+                PlanRecord(),
                 [],
                 backfill=True,
             )

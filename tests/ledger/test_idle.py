@@ -13,6 +13,7 @@ from sqlalchemy import update
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, Mode, Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import Batch, DispatchRequest
+from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -33,7 +34,7 @@ def _q6_window(session: Session, last_release: float) -> int:
         | {"release": _s(release), "latest_start": _s(release), "planned_start": _s(release)}
         for i, (first, last, cost, release) in enumerate([(1, 100, 10.0, 60.0), (101, 240, 20.0, last_release)])
     ]
-    plan = {"mode": "static", "merge_cost": 1.0}
+    plan = PlanRecord(mode=Mode.STATIC, merge_cost=1.0)
     window = store.record_plan(session, "iqp_q6", T0, _s(120), _s(165), 240, plan, batches)
     session.execute(
         update(Batch).where(Batch.window_id == window, Batch.batch_index == 0).values(status=BatchStatus.DONE)
@@ -44,7 +45,8 @@ def _q6_window(session: Session, last_release: float) -> int:
 def _q14_request(session: Session, now: datetime) -> int:
     """q14, dynamic (tau_max 30 s): a batch of up to 30 s and its merge left, due at 270 s."""
     store.register_query(session, dag_id="iqp_q14", name="q14", sql="SELECT 14", mode=Mode.DYNAMIC, params={})
-    plan = {"mode": "dynamic", "tau_max": 30.0, "merge_cost": 1.0}
+    limits = MinBatchPlan(alpha=0.5, tau_max=30.0, min_batch=4, max_batch=8, cost_ratio=1.2, slots=5)
+    plan = PlanRecord(mode=Mode.DYNAMIC, merge_cost=1.0, dynamic=limits)
     window = store.record_plan(session, "iqp_q14", T0, _s(120), _s(270), 240, plan, [])
     request = dispatch.register(
         session,

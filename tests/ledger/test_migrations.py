@@ -17,6 +17,7 @@ from airflow_iqp.exceptions import AlreadyFrozen
 from airflow_iqp.learning import WindowInput
 from airflow_iqp.ledger import engine, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, DispatchRequest, Query, StreamFile, UTCDateTime, Window
+from airflow_iqp.planning.record import PlanRecord
 from tests.ledger.helpers import T0, alembic_config, data_file
 
 HEAD = "0007"
@@ -76,7 +77,7 @@ def test_a_populated_ledger_upgrades_and_the_store_works_on_it(ledger_db: str, r
         store.record_result(s, windows[0].id, "s3://out/q1/0", 10, later)
         assert store.window_inputs(s, "q1") == [WindowInput(T0, later, 1, 10)]  # its old batch's file list counts
         start = later + timedelta(minutes=1)
-        new = store.record_plan(s, "q1", start, start + timedelta(minutes=1), start, 1, {}, [], run_id="r")
+        new = store.record_plan(s, "q1", start, start + timedelta(minutes=1), start, 1, PlanRecord(), [], run_id="r")
         store.add_dynamic_batch(s, new, 0, None, {"lineitem": [data_file("0000.parquet", "lineitem")]}, 1, 1, 1.0, T0)
     # What 0004 adds is enforced on the old rows too.
     with pytest.raises(IntegrityError), session_scope(ledger_db) as s:
@@ -130,7 +131,7 @@ def test_0004_goes_down_and_up_again_with_its_rows(ledger_db: str) -> None:
     migrate(ledger_db)
     with session_scope(ledger_db) as s:
         store.record_cost_observation(s, "q6", ExecutionPath.SPARK_CONNECT, JobKind.MERGE, 1, 0.5)
-        window_id = store.record_plan(s, "q6", T0, T0, T0, 1, {}, [])
+        window_id = store.record_plan(s, "q6", T0, T0, T0, 1, PlanRecord(), [])
         store.record_file_event(s, "q6", window_id, data_file("late.parquet"), FileStatus.LATE)
     command.downgrade(config, "0003")
     with engine(ledger_db).connect() as conn:

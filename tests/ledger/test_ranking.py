@@ -11,6 +11,7 @@ import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
 from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.ui import read, views
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -34,7 +35,7 @@ def _request(url: str, dag: str, start: datetime, deadline: datetime, remaining:
     """A window of `dag` starting at `start` (a backfill's if it is the backfilled DAG) and its request."""
     with session_scope(url) as s:
         window = store.record_plan(
-            s, dag, start, start + timedelta(seconds=10), deadline, 1, {}, [], backfill=dag == "backfilled"
+            s, dag, start, start + timedelta(seconds=10), deadline, 1, PlanRecord(), [], backfill=dag == "backfilled"
         )
         request = dispatch.register(
             s,

@@ -19,6 +19,7 @@ from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, Win
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Result, Window
+from airflow_iqp.planning.record import PlanRecord
 from tests.ledger.helpers import T0, data_file, planned_window
 
 if TYPE_CHECKING:
@@ -190,7 +191,7 @@ def test_a_backfilled_window_has_no_deadline_to_miss(ledger_db: str) -> None:
     with session_scope(ledger_db) as s:
         store.register_query(s, dag_id="iqp_q1", name="q1", sql="SELECT 1", mode=Mode.STATIC, params={})
         window_id = store.record_plan(
-            s, "iqp_q1", T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=12), 1, {}, [], backfill=True
+            s, "iqp_q1", T0, T0 + timedelta(seconds=10), T0 + timedelta(seconds=12), 1, PlanRecord(), [], backfill=True
         )
     late = T0 + timedelta(days=30)
     with session_scope(ledger_db) as s:

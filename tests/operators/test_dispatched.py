@@ -30,6 +30,7 @@ from airflow_iqp.operators.dispatched import (
 )
 from airflow_iqp.operators.merge import MERGE_SLOT
 from airflow_iqp.operators.window import merge_spec, spark_env
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
@@ -56,7 +57,9 @@ def attempt_context(try_number: int) -> Context:
 def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
     with session_scope(url) as s:
         store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window = store.record_plan(s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, {}, [])
+        window = store.record_plan(
+            s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, PlanRecord(), []
+        )
         dispatch.register(
             s,
             window_id=window,
@@ -106,7 +109,7 @@ def stale_lease(url: str) -> dispatch.Lease:
             start + timedelta(seconds=20),
             start + timedelta(seconds=90),
             1,
-            {},
+            PlanRecord(),
             [],
         )
         dispatch.register(
@@ -320,7 +323,7 @@ def slow_window(now: datetime, deadline: datetime) -> int:
             now - timedelta(seconds=1),
             deadline,
             10,
-            {"unit": "files", "merge_cost": MERGE_S},
+            PlanRecord(merge_cost=MERGE_S),
             [
                 {
                     "index": 0,

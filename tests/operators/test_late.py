@@ -14,6 +14,7 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import StreamFile
 from airflow_iqp.operators.late import LateFilesOperator
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.assign import InputUnit
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
@@ -50,7 +51,7 @@ def plan_window(session: Session, start: datetime) -> int:
         "planned_start": start,
         "predicted_cost": 1.0,
     }
-    return store.record_plan(session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 1, {}, [batch])
+    return store.record_plan(session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 1, PlanRecord(), [batch])
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from airflow_iqp.dag import result_asset
 from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.merge import FinalMergeOperator
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.spec import FileStream
 
 if TYPE_CHECKING:
@@ -36,7 +37,9 @@ def test_a_window_the_ledger_holds_merged_is_not_merged_again(tmp_path: Path, mo
     )
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window_id = store.record_plan(s, "iqp_q6", T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2), 1, {}, [])
+        window_id = store.record_plan(
+            s, "iqp_q6", T0, T0 + timedelta(minutes=1), T0 + timedelta(minutes=2), 1, PlanRecord(), []
+        )
     task = FinalMergeOperator(
         task_id="final_merge",
         declaration=declaration,

@@ -16,6 +16,8 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators import partial
 from airflow_iqp.operators.partial import PartialAggregateOperator
+from airflow_iqp.planning.record import PlanRecord, ReplanNote
+from airflow_iqp.runtime.descriptors import StaticBatch
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
@@ -85,7 +87,7 @@ def plan_window(url: str, bounds: list[tuple[int, int, int]]) -> int:
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         units = max(last for _, _, last in bounds)
-        return store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, units, {}, batch_rows(bounds))
+        return store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, units, PlanRecord(), batch_rows(bounds))
 
 
 @pytest.fixture
@@ -96,23 +98,23 @@ def window(tmp_path: Path) -> tuple[str, int]:
 
 
 def batch(declaration: Declaration, window_id: int, index: int, upto: int | None) -> PartialAggregateOperator:
-    descriptor: dict[str, Any] = {
-        "window_id": window_id,
-        "index": index,
-        "upto": upto,
-        "planned_start": T0.isoformat(),
-        "predicted_cost": 1.0,
-        "input": InputSpec.of(STREAMS, T0, WINDOW).to_dict(),
-    }
+    planned = StaticBatch(
+        window_id=window_id,
+        index=index,
+        upto=upto,
+        planned_start=T0,
+        predicted_cost=1.0,
+        input=InputSpec.of(STREAMS, T0, WINDOW).to_dict(),
+    )
     return PartialAggregateOperator(
-        task_id="partial_aggregate", batch=descriptor, declaration=declaration, work_dir="/tmp/work"
+        task_id="partial_aggregate", batch=planned.to_dict(), declaration=declaration, work_dir="/tmp/work"
     )
 
 
 def freeze(url: str, task: PartialAggregateOperator, selection: WindowSelection) -> dict[str, list[str]] | None:
     with session_scope(url) as s:
-        index = task._freeze(s, selection)
-        return next(b for b in store.window_summary(s, task.batch["window_id"]).batches if b.index == index).files
+        index = task.work.take(s, selection)
+        return next(b for b in store.window_summary(s, task.window_id).batches if b.index == index).files
 
 
 def names(files: dict[str, list[str]] | None) -> list[str]:
@@ -208,7 +210,10 @@ def test_a_batch_the_ledger_holds_done_is_not_run_again(
 def moved(url: str, window_id: int, rows: list[tuple[int, int, int]]) -> None:
     """A replan (runtime.replan) of the batches not frozen: (index, first, last) each."""
     with session_scope(url) as s:
-        store.record_replan(s, window_id, batch_rows(rows), T0 + WINDOW, {"why": "test"})
+        note = ReplanNote(
+            at=T0, after_batch=0, why="test", batches=len(rows), feasible=True, reason=None, blocking_left=0.0
+        )
+        store.record_replan(s, window_id, batch_rows(rows), T0 + WINDOW, note)
 
 
 def test_a_batch_takes_units_as_far_as_its_replanned_end(declaration: Declaration, window: tuple[str, int]) -> None:
@@ -256,10 +261,10 @@ def test_a_static_batch_that_ended_late_replans_its_window(
     task = batch(declaration, window_id, 0, 4)
     monkeypatch.setattr(task, "execution_path", lambda: ExecutionPath.SPARK_SUBMIT)
     monkeypatch.setattr(partial, "planning_model", lambda *_: PLANNED)
-    task._replan(window_id, 0, replanned_at(13.5))
+    task.work.recorded(0, replanned_at(13.5))
     with session_scope(url) as s:
         summary = store.window_summary(s, window_id)
-    assert [r["after_batch"] for r in summary.plan["replans"]] == [0]
+    assert [r.after_batch for r in summary.plan.replans] == [0]
     assert summary.batches[1].last_tuple < 12
 
 
@@ -278,9 +283,9 @@ def test_a_replan_that_fails_leaves_the_batch_done_and_the_plan_as_it_was(
         raise ValueError("total (3) is more than the arrival curve delivers (2)")
 
     monkeypatch.setattr(partial, "replan_window", refuse)
-    task._replan(window_id, 0, replanned_at(13.5))
+    task.work.recorded(0, replanned_at(13.5))
     with session_scope(url) as s:
         summary = store.window_summary(s, window_id)
     assert summary.batches[0].status == BatchStatus.DONE
-    assert "replans" not in summary.plan
+    assert summary.plan.replans == ()
     assert [b.last_tuple for b in summary.batches] == [4, 12, 20]

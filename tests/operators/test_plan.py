@@ -20,9 +20,9 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.planning.admission import admit
 from airflow_iqp.runtime.demand import window_demand
+from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
 from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, plan_files
-from airflow_iqp.runtime.slots import SlotSpec
 from airflow_iqp.streams.assign import window_start
 from airflow_iqp.streams.spec import FileStream
 
@@ -119,7 +119,7 @@ def test_a_past_window_is_one_batch_now(tmp_path: Path, url: str) -> None:
     assert window.id == batch["window_id"]
     assert window.run_id == "manual__past"
     assert window.deadline == PAST + WINDOW + timedelta(seconds=30)
-    assert window.plan["how"].startswith("historical")
+    assert window.plan.how.startswith("historical")
     assert [b.index for b in window.batches] == [0]
 
 
@@ -133,7 +133,7 @@ def test_a_backfill_of_a_dynamic_query_runs_batches_of_at_most_tau_max(tmp_path:
     assert [(b["index"], b["upto"]) for b in batches] == [(0, 2), (1, 4), (2, None)]
     window = recorded(url, decl, PAST)
     assert window.backfill
-    assert window.plan["how"] == "backfill: 5 file(s) in 3 batches of at most 2 (tau_max)"
+    assert window.plan.how == "backfill: 5 file(s) in 3 batches of at most 2 (tau_max)"
 
 
 def test_a_backfill_of_a_static_query_is_one_batch(tmp_path: Path, url: str) -> None:
@@ -173,8 +173,9 @@ def test_learning_with_no_model_yet_runs_the_calibration(tmp_path: Path, url: st
     assert [(b["index"], b["upto"]) for b in batches] == [(0, 1), (1, None)]  # one unit first, then the rest
     assert datetime.fromisoformat(batches[1]["planned_start"]) == start + WINDOW
     window = recorded(url, decl, start)
-    assert window.plan["how"].startswith("calibration")
+    assert window.plan.how.startswith("calibration")
     assert window.predicted_finish is None
+    assert window.plan.merge_start is None  # no model: nothing prices the batches before it
 
 
 def test_no_rate_learned_yet_runs_one_batch_once_the_input_is_final(tmp_path: Path, url: str) -> None:
@@ -183,7 +184,9 @@ def test_no_rate_learned_yet_runs_one_batch_once_the_input_is_final(tmp_path: Pa
     [batch] = plan(decl, start)
     assert batch["upto"] is None
     assert datetime.fromisoformat(batch["planned_start"]) == start + WINDOW
-    assert recorded(url, decl, start).plan["files_per_second"] is None
+    window = recorded(url, decl, start)
+    assert window.plan.files_per_second is None
+    assert window.plan.merge_start == WINDOW.total_seconds()  # after the one batch, once the input is final
 
 
 def test_a_declared_rate_and_model_give_the_papers_plan_cut_by_count(tmp_path: Path, url: str) -> None:
@@ -198,7 +201,8 @@ def test_a_declared_rate_and_model_give_the_papers_plan_cut_by_count(tmp_path: P
         start + timedelta(seconds=b.start) for b in expected
     ]
     window = recorded(url, decl, start)
-    assert (window.plan["expected_files"], window.plan["rows_per_file"]) == (40, 430)
+    assert (window.plan.expected_files, window.plan.rows_per_file) == (40, 430)
+    assert window.plan.merge_start == pytest.approx(expected[-1].start + expected[-1].cost)  # the last batch's end
     assert [(b.first_tuple, b.last_tuple) for b in window.batches] == [
         (1, expected[0].last),
         (expected[0].last + 1, 40),
@@ -217,7 +221,7 @@ def test_planning_a_window_again_keeps_its_id(tmp_path: Path, url: str) -> None:
 def test_dynamic_mode_hands_out_slots(tmp_path: Path, url: str) -> None:
     decl = declaration(tmp_path, mode=Mode.DYNAMIC, alpha=0.5, tau_max=timedelta(seconds=20))
     start = future_window()
-    slots = [SlotSpec.from_dict(s) for s in plan(decl, start)]
+    slots = [slot for s in plan(decl, start) if isinstance(slot := descriptor(s), DynamicSlot)]
     batching = dynamic_batching(decl, RATE, decl.fitted_model(ExecutionPath.SPARK_SUBMIT))
     assert [s.slot for s in slots] == list(range(batching.slots))
     assert {(s.min_batch, s.max_batch, s.expected_files, s.slots) for s in slots} == {
@@ -226,7 +230,10 @@ def test_dynamic_mode_hands_out_slots(tmp_path: Path, url: str) -> None:
     assert slots[0].window_input == InputSpec.of(decl.streams, start, WINDOW)
     window = recorded(url, decl, start)
     assert window.id == slots[0].window_id
-    assert window.plan["mode"] == "dynamic"
+    assert window.plan.mode is Mode.DYNAMIC
+    assert window.plan.dynamic is not None
+    assert (window.plan.dynamic.min_batch, window.plan.dynamic.slots) == (batching.min_batch.size, batching.slots)
+    assert window.plan.merge_start is None  # slots cut batches live: nothing plans the merge ahead
     assert window.batches == ()  # slots cut their batches when granted
 
 
@@ -286,14 +293,15 @@ def test_a_static_plan_leaves_room_for_another_querys_longest_job(tmp_path: Path
     alone = plan_files(decl, RATE, model)
     assert alone.finish + room > (WINDOW + decl.deadline).total_seconds()  # without the room, no room
     window = recorded(url, decl, start)
-    assert f"{room:.1f} s left for iqp_other's longest job" in window.plan["how"]
-    assert window.plan["blocking"] == room  # what a replan of its batches leaves room for (runtime.replan)
+    assert f"{room:.1f} s left for iqp_other's longest job" in window.plan.how
+    assert window.plan.blocking == room  # what a replan of its batches leaves room for (runtime.replan)
     with session_scope(url) as s:
         demands = {q.name: q for q in store.demands(s)}
     assert demands["iqp_q6"] == window_demand(decl, RATE, model, room)
     assert demands["iqp_q6"].longest_job == pytest.approx(planned.longest_job)
     verdict = admit(list(demands.values()))
-    assert window.plan["admission"].startswith("feasible" if verdict.feasible else "iqp_")
+    assert window.plan.admission is not None
+    assert window.plan.admission.startswith("feasible" if verdict.feasible else "iqp_")
 
 
 def test_planning_a_window_tests_admission_and_records_a_deadline_that_cannot_hold(tmp_path: Path, url: str) -> None:
@@ -308,5 +316,6 @@ def test_planning_a_window_tests_admission_and_records_a_deadline_that_cannot_ho
         verdict = admit(store.demands(s))
     assert verdict.first_miss is not None
     assert verdict.first_miss.name == "iqp_q6"
-    text = recorded(url, other, start).plan["admission"]
+    text = recorded(url, other, start).plan.admission
+    assert text is not None
     assert text.startswith(f"iqp_q6 misses a deadline by {-verdict.first_miss.slack:.1f} s")

@@ -14,6 +14,7 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.partial import PartialAggregateOperator
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime.inputs import InputSpec
 from airflow_iqp.streams.spec import FileStream
 
@@ -53,7 +54,7 @@ def _planned(url: str) -> int:
     ]
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 3, {"merge_cost": MERGE}, rows)
+        window = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 3, PlanRecord(merge_cost=MERGE), rows)
         store.start_batch(s, window, 0)
         store.finish_batch(s, window, 0, T0, T0 + timedelta(seconds=2), 1, COSTS[0], "/work/b0")
         store.skip_batch(s, window, 1)

@@ -10,7 +10,7 @@ import pendulum
 import pytest
 
 from airflow_iqp.declaration import declare
-from airflow_iqp.operators.window import describe, merge_spec, partial_spec, run_window, spark_uri, window_dir
+from airflow_iqp.operators.window import merge_spec, partial_spec, run_window, spark_uri, window_dir
 from airflow_iqp.streams.spec import FileStream
 
 if TYPE_CHECKING:
@@ -128,9 +128,3 @@ def test_a_merge_reads_the_committed_partials(q14: Declaration, tmp_path: Path) 
         partials,
         str(tmp_path / "result"),
     )
-
-
-def test_a_planned_batch_is_labelled_by_what_it_takes_and_when() -> None:
-    batch = {"index": 1, "upto": 12, "planned_start": "2026-01-01T10:01:30+00:00"}
-    assert describe(batch) == "batch 1 · units ..12 · start 10:01:30"
-    assert describe(batch | {"upto": None}) == "batch 1 · the rest · start 10:01:30"

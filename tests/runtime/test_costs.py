@@ -14,6 +14,7 @@ from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning.cost_model_file import FittedCostModel
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime.costs import MARGIN_K, observe, planning_margin, planning_model, planning_rate
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
@@ -147,7 +148,9 @@ def merged_window(session: Session, start: datetime, files: int, rows: int) -> N
         "planned_start": start,
         "predicted_cost": 1.0,
     }
-    window_id = store.record_plan(session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, rows, {}, [batch])
+    window_id = store.record_plan(
+        session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, rows, PlanRecord(), [batch]
+    )
     listed = [
         DataFile("lineitem", f"file:///data/lineitem/{start:%H%M}-{i}.parquet", f"{start:%H%M}-{i}.parquet", 1, start)
         for i in range(files)

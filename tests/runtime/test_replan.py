@@ -14,6 +14,7 @@ from airflow_iqp.constants import Mode
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning import PiecewiseLinearCost
 from airflow_iqp.planning.arrival import ArrivalCurve
+from airflow_iqp.planning.record import PlanRecord, ReplanNote
 from airflow_iqp.planning.replan import Remaining, replan
 from airflow_iqp.runtime.replan import off_plan, replan_window
 from airflow_iqp.streams.files import DataFile
@@ -71,7 +72,13 @@ def planned_window(url: str) -> int:
         }
         for i, b in enumerate(plan.batches)
     ]
-    recorded = {"expected_files": FILES, "files_per_second": 1.0, "rows_per_file": 1.0, "blocking": BLOCKING}
+    recorded = PlanRecord(
+        expected_files=FILES,
+        files_per_second=1.0,
+        rows_per_file=1.0,
+        merge_start=plan.batches[-1].start + plan.batches[-1].cost,
+        blocking=BLOCKING,
+    )
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         return store.record_plan(s, "iqp_q6", T0, at(20), at(DEADLINE), FILES, recorded, rows)
@@ -91,7 +98,7 @@ def run_first_batch(url: str, window_id: int, start: float, seconds: float) -> N
         store.finish_batch(s, window_id, 0, at(start), at(start + seconds), 4, seconds, "/out/batch-0000")
 
 
-def replanned(url: str, window_id: int, model: Model, now: float) -> tuple[dict | None, store.WindowSummary]:
+def replanned(url: str, window_id: int, model: Model, now: float) -> tuple[ReplanNote | None, store.WindowSummary]:
     with session_scope(url) as s:
         note = replan_window(s, window_id, 0, model, at(now))
     with session_scope(url) as s:
@@ -105,7 +112,8 @@ def test_a_batch_that_keeps_to_its_plan_changes_nothing(window: tuple[str, int])
     run_first_batch(url, window_id, start=6.5, seconds=5.0)
     note, after = replanned(url, window_id, PLANNED, now=11.5)
     assert note is None
-    assert "replans" not in after.plan
+    assert after.plan.replans == ()
+    assert after.plan.merge_start == before.plan.merge_start
     assert [(b.last_tuple, b.planned_start) for b in after.batches[1:]] == [
         (b.last_tuple, b.planned_start) for b in before.batches[1:]
     ]
@@ -128,17 +136,18 @@ def test_a_late_batch_moves_the_rest_and_the_deadline_still_holds(window: tuple[
     run_first_batch(url, window_id, start=6.5, seconds=7.0)
     note, after = replanned(url, window_id, PLANNED, now=13.5)
     assert note is not None
-    assert note["feasible"]
-    assert note["blocking_left"] == 1.0
-    assert "2.0 s after its planned end" in note["why"]
-    assert after.plan["replans"] == [note]
+    assert note.feasible
+    assert note.blocking_left == 1.0
+    assert "2.0 s after its planned end" in note.why
+    assert after.plan.replans == (note,)
     nxt, last = after.batches[1], after.batches[2]
+    assert after.plan.merge_start == note.merge_start == (last.planned_start - T0).total_seconds() + last.predicted_cost
     assert (nxt.first_tuple, last.last_tuple) == (5, 20)
     assert nxt.last_tuple < 12
     assert last.first_tuple == nxt.last_tuple + 1
     assert nxt.planned_start >= at(13.5)
     assert after.predicted_finish is not None
-    assert after.predicted_finish <= after.deadline - timedelta(seconds=note["blocking_left"])
+    assert after.predicted_finish <= after.deadline - timedelta(seconds=note.blocking_left)
 
 
 def test_a_short_batch_with_a_cheaper_model_releases_the_next_one_earlier(window: tuple[str, int]) -> None:
@@ -148,7 +157,7 @@ def test_a_short_batch_with_a_cheaper_model_releases_the_next_one_earlier(window
         old = store.window_summary(s, window_id).batches[1]
     note, after = replanned(url, window_id, Model.per_file(0.6), now=5.5)
     assert note is not None
-    assert note["feasible"]
+    assert note.feasible
     nxt = after.batches[1]
     assert nxt.last_tuple < old.last_tuple
     assert nxt.release is not None
@@ -178,6 +187,6 @@ def test_a_second_late_batch_takes_the_room_the_first_left(window: tuple[str, in
     with session_scope(url) as s:
         second = replan_window(s, window_id, 1, PLANNED, at(started + nxt.predicted_cost + 2))
     assert second is not None
-    assert second["blocking_left"] == 0.0
+    assert second.blocking_left == 0.0
     with session_scope(url) as s:
-        assert [r["after_batch"] for r in store.window_summary(s, window_id).plan["replans"]] == [0, 1]
+        assert [r.after_batch for r in store.window_summary(s, window_id).plan.replans] == [0, 1]

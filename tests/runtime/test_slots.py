@@ -11,8 +11,10 @@ import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode
 from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.runtime.descriptors import DynamicSlot
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
-from airflow_iqp.runtime.slots import SlotAction, SlotDecision, SlotSpec, decide
+from airflow_iqp.runtime.slots import SlotAction, SlotDecision, decide
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
@@ -62,12 +64,12 @@ class Listing:
 
 
 @pytest.fixture
-def world(tmp_path: Path) -> tuple[str, SlotSpec]:
+def world(tmp_path: Path) -> tuple[str, DynamicSlot]:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.DYNAMIC, params={})
-        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + timedelta(seconds=160), 10, {}, [])
-    spec = SlotSpec(
+        window_id = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + timedelta(seconds=160), 10, PlanRecord(), [])
+    spec = DynamicSlot(
         window_id=window_id,
         slot=0,
         slots=4,
@@ -79,13 +81,13 @@ def world(tmp_path: Path) -> tuple[str, SlotSpec]:
     return url, spec
 
 
-def at(url: str, spec: SlotSpec, seen: Listing, seconds: float, slot: int = 0) -> SlotDecision:
+def at(url: str, spec: DynamicSlot, seen: Listing, seconds: float, slot: int = 0) -> SlotDecision:
     with session_scope(url) as s:
-        slot_spec = SlotSpec.from_dict(spec.to_dict() | {"slot": slot})
+        slot_spec = spec.model_copy(update={"slot": slot})
         return decide(s, slot_spec, seen.at(seconds), T0.timestamp() + seconds)
 
 
-def cut(url: str, spec: SlotSpec, slot: int, indexes: list[int]) -> int:
+def cut(url: str, spec: DynamicSlot, slot: int, indexes: list[int]) -> int:
     with session_scope(url) as s:
         files = {"lineitem": [landed(i) for i in indexes]} if indexes else {}
         return store.add_dynamic_batch(
@@ -97,15 +99,7 @@ def taken(decision: SlotDecision) -> list[str]:
     return [unit.relative for unit in decision.take]
 
 
-def test_the_spec_travels_as_plain_values(world: tuple[str, SlotSpec]) -> None:
-    _, spec = world
-    assert SlotSpec.from_dict(spec.to_dict()) == spec
-    assert spec.window_input.window_start == T0
-    assert spec.window_input.window_end == T0 + WINDOW
-    assert spec.window_input.file_streams() == STREAMS
-
-
-def test_waits_for_min_batch_then_takes_what_landed_up_to_max_batch(world: tuple[str, SlotSpec]) -> None:
+def test_waits_for_min_batch_then_takes_what_landed_up_to_max_batch(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     assert at(url, spec, listing(0, 1), 10).action is SlotAction.WAIT
     decision = at(url, spec, listing(*range(5)), 10)
@@ -114,14 +108,14 @@ def test_waits_for_min_batch_then_takes_what_landed_up_to_max_batch(world: tuple
     assert taken(at(url, spec, listing(*range(8)), 10)) == [name(i) for i in range(6)]  # tau_max: at most 6
 
 
-def test_units_are_taken_in_arrival_order_not_by_name(world: tuple[str, SlotSpec]) -> None:
+def test_units_are_taken_in_arrival_order_not_by_name(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     files = (landed(0, at=9), landed(1, at=3), landed(2, at=5), landed(3, at=1))
     decision = at(url, spec, Listing(files, (), STREAMS), 10)
     assert taken(decision) == [name(3), name(1), name(2), name(0)]
 
 
-def test_slow_input_fires_when_min_batch_should_have_landed(world: tuple[str, SlotSpec]) -> None:
+def test_slow_input_fires_when_min_batch_should_have_landed(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     seen = listing(0, 1)
     # 10 files expected over 100 s: the 4th is due at 3/9 of the window.
@@ -134,7 +128,7 @@ def test_slow_input_fires_when_min_batch_should_have_landed(world: tuple[str, Sl
     )
 
 
-def test_closed_window_runs_what_is_left_and_skips_once_all_is_taken(world: tuple[str, SlotSpec]) -> None:
+def test_closed_window_runs_what_is_left_and_skips_once_all_is_taken(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     seen = listing(*range(10))
     cut(url, spec, 1, list(range(7)))
@@ -152,7 +146,7 @@ def test_closed_window_runs_what_is_left_and_skips_once_all_is_taken(world: tupl
     assert (decision.action, decision.processed, decision.batches) == (SlotAction.SKIP, 10, 2)
 
 
-def test_an_empty_final_window_runs_one_empty_batch_then_skips(world: tuple[str, SlotSpec]) -> None:
+def test_an_empty_final_window_runs_one_empty_batch_then_skips(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     nothing = listing()
     assert at(url, spec, nothing, 50).action is SlotAction.WAIT  # the input may still come
@@ -165,14 +159,14 @@ def test_an_empty_final_window_runs_one_empty_batch_then_skips(world: tuple[str,
         assert at(url, spec, nothing, 101, slot=slot).action is SlotAction.SKIP
 
 
-def test_files_of_other_windows_are_not_this_windows_input(world: tuple[str, SlotSpec]) -> None:
+def test_files_of_other_windows_are_not_this_windows_input(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     files = (landed(0, at=-5), landed(1, at=100), landed(2, at=150))
     decision = at(url, spec, Listing(files, (), STREAMS), 200)
     assert (decision.action, decision.reason, decision.take) == (SlotAction.RUN, BatchReason.ALL_IN, ())
 
 
-def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, SlotSpec]) -> None:
+def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     seen = listing(*range(6))
     with session_scope(url) as s:
@@ -193,7 +187,7 @@ def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, SlotSpec]) -> N
     assert (holder.action, holder.reason) == (SlotAction.RUN, BatchReason.MIN_BATCH)
 
 
-def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(world: tuple[str, SlotSpec]) -> None:
+def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     for slot, indexes in ((1, [0]), (2, [1]), (3, [2])):  # three of four slots used up
         cut(url, spec, slot, indexes)
@@ -205,7 +199,7 @@ def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(worl
     assert taken(decision) == [name(i) for i in range(3, 10)]  # 7 units: past max_batch
 
 
-def test_a_close_marker_makes_the_input_final_before_the_window_ends(world: tuple[str, SlotSpec]) -> None:
+def test_a_close_marker_makes_the_input_final_before_the_window_ends(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     streams = {"lineitem": FileStream("/data/lineitem", close_marker="_SUCCESS")}
     marker = DataFile("lineitem", "file:///data/lineitem/_SUCCESS", "_SUCCESS", 0, T0 + timedelta(seconds=20))
@@ -217,7 +211,7 @@ def test_a_close_marker_makes_the_input_final_before_the_window_ends(world: tupl
     assert (decision.action, taken(decision)) == (SlotAction.RUN, [name(3), name(4)])
 
 
-def test_a_failed_batch_is_retried_by_its_own_slot(world: tuple[str, SlotSpec]) -> None:
+def test_a_failed_batch_is_retried_by_its_own_slot(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     seen = listing(*range(5))
     cut(url, spec, 0, [0, 1, 2, 3, 4])

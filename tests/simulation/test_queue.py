@@ -14,6 +14,7 @@ from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
 from airflow_iqp.dynamic import QueryState
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning import ArrivalCurve, LinearCost
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.simulation.queue import Waiter, pick
 
 if TYPE_CHECKING:
@@ -77,7 +78,7 @@ def at(seconds: float) -> datetime:
 
 def window(session: Session, query: str, start: float) -> int:
     store.register_query(session, dag_id=query, name=query, sql="SELECT 1", mode=Mode.DYNAMIC, params={})
-    return store.record_plan(session, query, at(start), at(start + 10), at(start + 60), 1, {"method": "test"}, [])
+    return store.record_plan(session, query, at(start), at(start + 10), at(start + 60), 1, PlanRecord(how="test"), [])
 
 
 def served_by_the_ledger(url: str, policy: Policy, remaining: dict[str, float]) -> tuple[list[str], list[str]]:

@@ -24,6 +24,7 @@ from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import Resource
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.jobs import merge_job, partial_job
@@ -179,7 +180,9 @@ class SlowPartial(DispatchedSparkSubmitOperator):
 def granted(url: str, now: datetime) -> dispatch.Lease:
     with session_scope(url) as s:
         store.register_query(s, dag_id="slow", name="slow", sql=SLOW_SQL, mode=Mode.STATIC, params={})
-        window = store.record_plan(s, "slow", now, now + timedelta(seconds=10), now + timedelta(minutes=5), 1, {}, [])
+        window = store.record_plan(
+            s, "slow", now, now + timedelta(seconds=10), now + timedelta(minutes=5), 1, PlanRecord(), []
+        )
         dispatch.register(
             s,
             window_id=window,
@@ -203,7 +206,14 @@ def take_over(url: str, lease: dispatch.Lease) -> None:
     now = datetime.now(UTC)
     with session_scope(url) as s:
         window = store.record_plan(
-            s, "slow", now + timedelta(minutes=1), now + timedelta(minutes=2), now + timedelta(minutes=9), 1, {}, []
+            s,
+            "slow",
+            now + timedelta(minutes=1),
+            now + timedelta(minutes=2),
+            now + timedelta(minutes=9),
+            1,
+            PlanRecord(),
+            [],
         )
         dispatch.register(
             s,

@@ -16,8 +16,10 @@ from airflow.serialization.serialized_objects import BaseSerialization
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.record import PlanRecord, ReplanNote
+from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
-from airflow_iqp.runtime.slots import SlotAction, SlotSpec
+from airflow_iqp.runtime.slots import SlotAction
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
@@ -58,14 +60,14 @@ def test_window_input_trigger_round_trips(tmp_path: Path) -> None:
 
 
 def test_batch_ready_trigger_round_trips(tmp_path: Path) -> None:
-    spec = SlotSpec(
+    spec = DynamicSlot(
         window_id=7, slot=2, slots=5, input=window_input(tmp_path), expected_files=40, min_batch=8, max_batch=12
     )
     trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=2.0)
     again = rebuilt(trigger)
     assert isinstance(again, BatchReadyTrigger)
     assert again.serialize() == trigger.serialize()
-    assert SlotSpec.from_dict(again.spec) == spec
+    assert descriptor(again.spec) == spec
 
 
 @pytest.mark.parametrize("policy", list(Policy))
@@ -116,7 +118,7 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_sales", name="sales", sql="SELECT 1", mode=Mode.DYNAMIC, params={})
-        window_id = store.record_plan(s, "iqp_sales", T0, T0 + WINDOW, T0 + 2 * WINDOW, 10, {}, [])
+        window_id = store.record_plan(s, "iqp_sales", T0, T0 + WINDOW, T0 + 2 * WINDOW, 10, PlanRecord(), [])
     return url, window_id
 
 
@@ -134,7 +136,7 @@ def test_window_input_trigger_waits_as_far_as_the_ledger_plans_its_batch(
             T0 + WINDOW,
             T0 + 2 * WINDOW,
             10,
-            {},
+            PlanRecord(),
             [{"index": 0, "first_tuple": 1, "last_tuple": 3, **row}],
         )
     land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
@@ -143,13 +145,14 @@ def test_window_input_trigger_waits_as_far_as_the_ledger_plans_its_batch(
     assert isinstance(trigger, WindowInputTrigger)
     assert trigger.ready() is None  # 2 of 3
     with session_scope(url) as s:
-        store.record_replan(s, window_id, [{"index": 0, "first_tuple": 1, "last_tuple": 2, **row}], T0, {"why": "test"})
+        note = ReplanNote(at=T0, after_batch=0, why="test", batches=1, feasible=True, reason=None, blocking_left=0.0)
+        store.record_replan(s, window_id, [{"index": 0, "first_tuple": 1, "last_tuple": 2, **row}], T0, note)
     assert trigger.ready() == {"units": 2, "final": False}
 
 
 def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger: tuple[str, int]) -> None:
     _, window_id = ledger
-    spec = SlotSpec(
+    spec = DynamicSlot(
         window_id=window_id, slot=0, slots=3, input=window_input(tmp_path), expected_files=4, min_batch=2, max_batch=4
     )
     land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iqp.constants import BatchStatus, JobKind, Mode, RequestState, WindowStatus
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.ui.read import BatchRow, QueryRow, RequestRow, WindowRow
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -94,7 +95,7 @@ def window(**changes: Any) -> WindowRow:
         deadline=at(900),
         expected_tuples=2000,
         actual_tuples=None,
-        plan={"unit": "files", "merge_start": at(620).isoformat(), "merge_cost": 30.0},
+        plan=PlanRecord(merge_start=620.0, merge_cost=30.0),
         predicted_finish=None,
         actual_finish=None,
         status=WindowStatus.RUNNING,

@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode, Policy
 from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.files import DataFile
 
 SALES, SECRET = "sales", "secret"
@@ -64,8 +65,8 @@ def run_id(window_start: datetime) -> str:
     return f"manual__window_{window_start.isoformat()}_{(window_start + WINDOW).isoformat()}"
 
 
-def _plan(start: datetime, costs: tuple[float, float]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Two planned batches (files 0-5 and 6-9) and the merge at 620 s."""
+def _plan(start: datetime, costs: tuple[float, float]) -> tuple[PlanRecord, list[dict[str, Any]]]:
+    """Two planned batches (files 0-5 and 6-9) and the merge at 620 s, as the plan task records them."""
     batches = [
         {
             "index": 0,
@@ -86,13 +87,7 @@ def _plan(start: datetime, costs: tuple[float, float]) -> tuple[dict[str, Any], 
             "predicted_cost": costs[1],
         },
     ]
-    plan = {
-        "unit": "files",
-        "feasible": True,
-        "reason": None,
-        "merge_start": (start + seconds(620)).isoformat(),
-        "merge_cost": MERGE_COST,
-    }
+    plan = PlanRecord(how="seeded", expected_files=10, merge_start=620.0, merge_cost=MERGE_COST)
     return plan, batches
 
 

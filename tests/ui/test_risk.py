@@ -20,6 +20,7 @@ from airflow_iqp.constants import (
 )
 from airflow_iqp.dynamic.estimate import expected_time_of
 from airflow_iqp.learning.cost import LearnedCost, Observation, fit_cost
+from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
 from airflow_iqp.ui import risk, views
 from airflow_iqp.ui.models import Outcome
 from airflow_iqp.ui.read import ResourceRow, WindowRow
@@ -67,7 +68,7 @@ def test_a_window_alone_runs_its_plan_after_each_release() -> None:
 
 def test_the_learned_model_prices_with_its_residual_margin() -> None:
     model = refit_model()
-    w = window(plan={"unit": "files", "rows_per_file": ROWS_PER_FILE, "merge_cost": 30.0})
+    w = window(plan=PlanRecord(rows_per_file=ROWS_PER_FILE, merge_cost=30.0))
     w = replace(w, batches=(done(0, 60, 25.0), batch(1)))  # batch 1: files 10..19, 1000 rows
     careful = risk.pessimistic(model)
     assert careful is not None
@@ -172,15 +173,13 @@ def test_an_expired_lease_frees_its_resource() -> None:
 
 
 def dynamic(**changes: object) -> WindowRow:
-    plan = {
-        "mode": Mode.DYNAMIC.value,
-        "unit": "files",
-        "rows_per_file": ROWS_PER_FILE,
-        "expected_files": 10,
-        "min_batch": 4,
-        "max_batch": 8,
-        "merge_cost": 30.0,
-    }
+    plan = PlanRecord(
+        mode=Mode.DYNAMIC,
+        rows_per_file=ROWS_PER_FILE,
+        expected_files=10,
+        merge_cost=30.0,
+        dynamic=MinBatchPlan(alpha=0.5, tau_max=20.0, min_batch=4, max_batch=8, cost_ratio=1.2, slots=6),
+    )
     return window(**({"plan": plan, "batches": ()} | changes))
 
 
