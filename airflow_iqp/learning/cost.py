@@ -26,6 +26,13 @@ merge = that one timing as a constant). From `ENOUGH_PARTIALS` partials and `ENO
 merges on, the model is a **refit**. With no partials at two different sizes, or no merge, there
 is nothing to fit: `NotEnoughObservations` says what is missing, and the caller runs the
 calibration window.
+
+**Prior.** Given a prior (a fitted file's section for the path), each kind keeps the prior's
+shape and learns its scale, and with sizes far enough apart its intercept and a shape shrunk
+toward it (`learning.prior`); one partial and one merge are then enough. Without one, the free
+fit extrapolates past its largest size at most proportionally (`fit.proportional_tail`).
+**Warm-ups** (a job first on a fresh server, flagged or found as a lone outlier,
+`learning.warmup`) are left out of the fit and its spread.
 """
 
 from __future__ import annotations
