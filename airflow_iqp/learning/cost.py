@@ -26,6 +26,13 @@ merge = that one timing as a constant). From `ENOUGH_PARTIALS` partials and `ENO
 merges on, the model is a **refit**. With no partials at two different sizes, or no merge, there
 is nothing to fit: `NotEnoughObservations` says what is missing, and the caller runs the
 calibration window.
+
+**Prior.** Given a prior (a fitted file's section for the path), each kind keeps the prior's
+shape and learns its scale, and with sizes far enough apart its intercept and a shape shrunk
+toward it (`learning.prior`); one partial and one merge are then enough. Without one, the free
+fit extrapolates past its largest size at most proportionally (`fit.proportional_tail`).
+**Warm-ups** (a job first on a fresh server, flagged or found as a lone outlier,
+`learning.warmup`) are left out of the fit and its spread.
 """
 
 from __future__ import annotations
@@ -34,13 +41,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from statistics import NormalDist
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind
 from airflow_iqp.exceptions import IqpError
-from airflow_iqp.learning.fit import MAX_KNOTS, fit_piecewise
+from airflow_iqp.learning.fit import MAX_KNOTS, MIN_SECONDS, along, fit_piecewise, proportional_tail
+from airflow_iqp.learning.prior import fit_on_prior, scale_on, shape
+from airflow_iqp.learning.warmup import warm_up_suspects
 from airflow_iqp.planning.cost import PiecewiseLinearCost
 from airflow_iqp.validation import number, whole_number
 
@@ -49,12 +59,13 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
+    from airflow_iqp.learning.prior import Prior
+
 HALF_LIFE = 10  # observations of one kind after which an observation weighs half
 RECENT = 10 * HALF_LIFE  # observations of one kind fitted; the next older would weigh < 0.1%
 OBSERVATIONS_PER_KNOT = 3
 ENOUGH_PARTIALS = 6  # two knots' worth: below this, or below ENOUGH_MERGES, a calibration
 ENOUGH_MERGES = 3
-MIN_SECONDS = 1e-3  # a prediction under a millisecond counts as one when residuals are divided by it
 QUANTILES = {0.9: "p90", 0.95: "p95"}  # the quantiles a Spread keeps, by level
 
 
@@ -73,12 +84,17 @@ class NotEnoughObservations(IqpError):
 
 @dataclass(frozen=True)
 class Observation:
-    """One job's measured cost: size is rows for a partial, partials for a merge."""
+    """One job's measured cost: size is rows for a partial, partials for a merge.
+
+    `first_on_server`: the job was the first on a fresh Spark Connect server or JVM, so its
+    time includes the warm-up (`learning.warmup`) and the fit leaves it out.
+    """
 
     kind: JobKind
     size: int
     seconds: float
     observed_at: datetime
+    first_on_server: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kind", JobKind(self.kind))
@@ -87,6 +103,8 @@ class Observation:
         object.__setattr__(self, "seconds", number(self.seconds, f"{self.kind} seconds", minimum=0))
         if not isinstance(self.observed_at, datetime):
             raise ValueError(f"observed_at must be a datetime, got {self.observed_at!r}")
+        if not isinstance(self.first_on_server, bool):
+            raise ValueError(f"first_on_server must be True or False, got {self.first_on_server!r}")
 
 
 @dataclass(frozen=True)
@@ -179,6 +197,25 @@ class LearnedCost:
         """Predicted seconds of a merge over `partials` partial results (an empty window has one)."""
         return self.merge.cost(max(partials, 1))
 
+    def interval(self, kind: JobKind | str, size: int, confidence: float = 0.95) -> tuple[float, float]:
+        """The seconds a job of `size` takes with probability `confidence`, from the residual spread.
+
+        The bounds are the prediction times 1 + mean -+ z std of the relative residuals (z the
+        normal quantile of the two-sided confidence), the spread `with_margin` uses: the upper
+        bound is `with_margin(k=z)`'s prediction, and like a margin the interval never excludes
+        the prediction itself. A calibration's spread is zero: so is its interval's width.
+        """
+        level = number(confidence, "confidence", above=0)
+        if level >= 1:
+            raise ValueError(f"confidence must be < 1, got {confidence!r}")
+        partial = JobKind(kind) is JobKind.PARTIAL
+        predicted = self.partial_seconds(size) if partial else self.merge_seconds(size)
+        spread = self.partial_spread if partial else self.merge_spread
+        z = NormalDist().inv_cdf((1 + level) / 2)
+        low = max(0.0, 1 + min(0.0, spread.mean - z * spread.std))
+        high = 1 + max(0.0, spread.mean + z * spread.std)
+        return predicted * low, predicted * high
+
     def with_margin(self, *, k: float | None = None, quantile: float | None = None) -> LearnedCost:
         """A pessimistic model: every prediction times 1 + margin, per kind from its own spread.
 
@@ -245,48 +282,80 @@ def _weighted_quantile(values: NDArray[np.float64], weights: NDArray[np.float64]
     return float(values[order][np.searchsorted(cumulative, level * cumulative[-1] - 1e-12)])
 
 
-def _fit_kind(observations: list[Observation]) -> tuple[PiecewiseLinearCost, Spread]:
-    """One kind's model and spread from its observations, oldest first."""
-    sizes = np.array([o.size for o in observations], dtype=float)
-    seconds = np.array([o.seconds for o in observations], dtype=float)
+def _shape(
+    sizes: NDArray[np.float64],
+    seconds: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    prior: PiecewiseLinearCost | None,
+) -> tuple[PiecewiseLinearCost, int]:
+    """The fitted model and the parameters it spent: on the prior's curve, or free with a capped tail."""
+    knots = min(MAX_KNOTS, max(2, len(sizes) // OBSERVATIONS_PER_KNOT))
+    if prior is not None:
+        fitted = fit_on_prior(prior, sizes, seconds, weights, knots)
+        return PiecewiseLinearCost(fitted.points), fitted.parameters
+    points = fit_piecewise(sizes, seconds, weights, knots).points
+    return PiecewiseLinearCost(proportional_tail(points)), len(points)
+
+
+def _fit_kind(observations: list[Observation], prior: PiecewiseLinearCost | None) -> tuple[PiecewiseLinearCost, Spread]:
+    """One kind's model and spread from its observations, oldest first, warm-ups left out."""
     weights = 0.5 ** (np.arange(len(observations))[::-1] / HALF_LIFE)
-    knots = min(MAX_KNOTS, max(2, len(observations) // OBSERVATIONS_PER_KNOT))
-    model = PiecewiseLinearCost(fit_piecewise(sizes, seconds, weights, knots).points)
-    # Every size lies within the knots, so interpolating them is the model's own prediction.
-    xs, ys = zip(*model.points)
-    predicted = np.maximum(np.interp(np.maximum(sizes, 1), xs, ys), MIN_SECONDS)
+    kept = np.array([not o.first_on_server for o in observations])
+    if not kept.any():  # only warm-ups: better than nothing
+        kept[:] = True
+    sizes = np.array([o.size for o in observations], dtype=float)[kept]
+    seconds = np.array([o.seconds for o in observations], dtype=float)[kept]
+    weights = weights[kept]
+    model, parameters = _shape(sizes, seconds, weights, prior)
+    # Screen for warm-ups against the fit, or, while the fit has no timing to spare (it passes
+    # through them all), against the prior's shape at its one scale.
+    reference = None
+    if len(sizes) > parameters:
+        reference = along(model.points, np.maximum(sizes, 1))
+    elif prior is not None:
+        curve = shape(prior)
+        reference = scale_on(curve, sizes, seconds, weights) * along(curve, np.maximum(sizes, 1))
+    suspects = np.zeros(len(sizes), dtype=bool) if reference is None else warm_up_suspects(seconds, reference)
+    if suspects.any():
+        sizes, seconds, weights = sizes[~suspects], seconds[~suspects], weights[~suspects]
+        model, parameters = _shape(sizes, seconds, weights, prior)
+    predicted = np.maximum(along(model.points, np.maximum(sizes, 1)), MIN_SECONDS)
     residuals = (seconds - predicted) / predicted
     mean = float(np.average(residuals, weights=weights))
-    # The fit spent one degree of freedom per knot on these very points; widening the
-    # deviations by sqrt(n / (n - knots)) (n: the effective sample size of the weights) makes
-    # the variance unbiased for new jobs. With no observation to spare there is nothing to widen.
+    # The fit spent one degree of freedom per parameter on these very points; widening the
+    # deviations by sqrt(n / (n - parameters)) (n: the effective sample size of the weights)
+    # makes the variance unbiased for new jobs. With no observation to spare there is nothing
+    # to widen.
     effective = weights.sum() ** 2 / (weights**2).sum()
-    spare = effective - len(model.points)
+    spare = effective - parameters
     widen = math.sqrt(effective / spare) if spare > 0 else 1.0
     spread = Spread(
         mean=mean,
         std=widen * math.sqrt(float(np.average((residuals - mean) ** 2, weights=weights))),
         p90=mean + widen * (_weighted_quantile(residuals, weights, 0.9) - mean),
         p95=mean + widen * (_weighted_quantile(residuals, weights, 0.95) - mean),
-        count=len(observations),
+        count=len(sizes),
     )
     return model, spread
 
 
-def fit_cost(observations: Iterable[Observation], path: ExecutionPath | str) -> LearnedCost:
+def fit_cost(observations: Iterable[Observation], path: ExecutionPath | str, prior: Prior | None = None) -> LearnedCost:
     """The cost model of one DAG on one execution path from its jobs' observations.
 
-    Raises NotEnoughObservations when there are no partials at two sizes or no merge.
+    With a `prior` (a fitted file's or a packaged model's section for this path) each kind
+    keeps the prior's shape and learns its scale (`learning.prior`), so one partial and one
+    merge are enough. Without, the free fit needs partials at two sizes and a merge.
+    Raises NotEnoughObservations when they are missing.
     """
     path = ExecutionPath(path)
     ordered = sorted(observations, key=lambda o: o.observed_at)
     partials = [o for o in ordered if o.kind is JobKind.PARTIAL][-RECENT:]
     merges = [o for o in ordered if o.kind is JobKind.MERGE][-RECENT:]
     partial_sizes = len({o.size for o in partials})
-    if partial_sizes < 2 or not merges:
+    if partial_sizes < (1 if prior is not None else 2) or not merges:
         raise NotEnoughObservations(partial_sizes, len(merges))
-    partial, partial_spread = _fit_kind(partials)
-    merge, merge_spread = _fit_kind(merges)
+    partial, partial_spread = _fit_kind(partials, None if prior is None else prior.partial)
+    merge, merge_spread = _fit_kind(merges, None if prior is None else prior.merge)
     enough = len(partials) >= ENOUGH_PARTIALS and len(merges) >= ENOUGH_MERGES
     return LearnedCost(
         path=path,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 MAX_KNOTS = 4
+MIN_SECONDS = 1e-3  # a time under a millisecond counts as one when dividing by it
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,21 @@ class Fit:
     points: list[list[float]]  # [[size, seconds], ...]: sizes strictly increasing, seconds non-decreasing
     rmse: float  # seconds, weighted like the fit
     max_relative_error: float
+
+
+def along(points: tuple[tuple[float, float], ...], sizes: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A piecewise-linear curve at `sizes`, extended along its end segments (never below 0)."""
+    xs = np.array([p[0] for p in points])
+    ys = np.array([p[1] for p in points])
+    if len(xs) == 1:
+        return np.full_like(sizes, ys[0], dtype=float)
+    first = (ys[1] - ys[0]) / (xs[1] - xs[0])
+    last = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+    inside = np.interp(sizes, xs, ys)
+    below = ys[0] + first * (sizes - xs[0])
+    above = ys[-1] + last * (sizes - xs[-1])
+    curve: NDArray[np.float64] = np.where(sizes < xs[0], below, np.where(sizes > xs[-1], above, inside))
+    return np.maximum(curve, 0.0)
 
 
 def choose_knots(xs: Sequence[float] | NDArray[np.float64], max_knots: int = MAX_KNOTS) -> NDArray[np.float64]:
@@ -102,3 +118,19 @@ def fit_piecewise(
         rmse=float(np.sqrt(np.average((predicted - y) ** 2, weights=w))),
         max_relative_error=float(relative.max()),
     )
+
+
+def proportional_tail(points: list[list[float]]) -> list[list[float]]:
+    """The knots, extrapolating beyond the last no steeper than proportionally to the size.
+
+    Beyond its largest measured size a fit extends its last segment, whose slope may be noise
+    (two batches of nearly the same size). Past the data, the cost is allowed to grow at most
+    as the size does (cost(2 n) <= 2 cost(n)): a per-job start-up plus a per-row rate never
+    grows faster. A steeper last segment gets one more knot at twice the largest size.
+    """
+    if len(points) < 2 or points[-1][0] <= 0:
+        return points
+    (x0, y0), (x1, y1) = points[-2], points[-1]
+    if (y1 - y0) / (x1 - x0) <= y1 / x1:
+        return points
+    return [*points, [2 * x1, 2 * y1]]

@@ -7,6 +7,12 @@ plan (see `operators.plan`): a one-unit partial as soon as one unit has landed, 
 batch once the input is final, then the merge — two partial sizes and a merge, which is what
 `learning.fit_cost` needs for a first model.
 
+A learned model starts from a prior when there is one (`prior_model`: for a packaged query,
+the packaged cost_models/<query>.json's section for the path): it keeps the prior's shape and
+learns its scale and intercept (`learning.prior`), instead of inventing a slope from batches
+of about one size. `planning_model` refits from the ledger's observations with that prior,
+the same fit `observe` saves after every job for the UI.
+
 A declared rate is used as given; "learn" takes the rate of the DAG's last windows, and with no
 history yet the window runs as one batch once its input is final.
 
@@ -23,9 +29,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import CostSource
-from airflow_iqp.declaration import ArrivalRate
+from airflow_iqp.declaration import EXAMPLE_COST_MODELS, ArrivalRate
 from airflow_iqp.learning import LearnedCost, NotEnoughObservations, fit_cost, learned_rate
 from airflow_iqp.ledger import store
+from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
+from airflow_iqp.queries import EXAMPLE_QUERIES
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -36,16 +44,40 @@ if TYPE_CHECKING:
 MARGIN_K = 2.0  # standard deviations of the residuals a refit model's plans allow for
 
 
+def prior_model(declaration: Declaration, path: ExecutionPath) -> FittedCostModel | None:
+    """What a learned model on `path` starts from: for a packaged query (named, not a file of
+    the user's) the packaged model's section for the path; None otherwise. (A DAG that declares
+    a fitted file plans with it as it is and learns nothing.)
+    """
+    packaged = EXAMPLE_COST_MODELS / f"{declaration.name}.json"
+    if declaration.query.path.resolve() != (EXAMPLE_QUERIES / f"{declaration.name}.sql").resolve():
+        return None
+    return load_cost_model(packaged, path) if path in fitted_paths(packaged) else None
+
+
+def learned_model(session: Session, declaration: Declaration, path: ExecutionPath) -> LearnedCost | None:
+    """The learning DAG's model fitted from its observations on `path` with its prior, or None
+    (not learning, or nothing to fit yet).
+    """
+    if not declaration.learns_cost:
+        return None
+    try:
+        return fit_cost(
+            store.cost_observations(session, declaration.dag_id, path), path, prior_model(declaration, path)
+        )
+    except NotEnoughObservations:
+        return None
+
+
 def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
-    """The model to plan with on `path`: the fitted file's, the newest learned one (with its
-    margin once refit), or None (learning, and no model yet: calibrate).
+    """The model to plan with on `path`: the fitted file's, the learned one (with its margin
+    once refit), or None (learning, and no model yet: calibrate).
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
-    document = store.latest_cost_model(session, declaration.dag_id, path)
-    if document is None:
+    learned = learned_model(session, declaration, path)
+    if learned is None:
         return None
-    learned = LearnedCost.from_dict(document)
     return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
 
 
@@ -53,11 +85,8 @@ def planning_margin(session: Session, declaration: Declaration, path: ExecutionP
     """The relative margins `planning_model` adds per kind (what the safety costs: every
     prediction is that much longer), or None when it adds none.
     """
-    document = store.latest_cost_model(session, declaration.dag_id, path) if declaration.learns_cost else None
-    if document is None:
-        return None
-    learned = LearnedCost.from_dict(document)
-    if learned.source is not CostSource.REFIT:
+    learned = learned_model(session, declaration, path)
+    if learned is None or learned.source is not CostSource.REFIT:
         return None
     return {
         "k": MARGIN_K,
@@ -86,11 +115,8 @@ def observe(
     plan (or replan) uses it. Returns the refit model, or None when nothing was refit.
     """
     store.record_cost_observation(session, declaration.dag_id, path, kind, size, seconds)
-    if not declaration.learns_cost:
-        return None
-    try:
-        model = fit_cost(store.cost_observations(session, declaration.dag_id, path), path)
-    except NotEnoughObservations:
+    model = learned_model(session, declaration, path)
+    if model is None:
         return None
     store.save_cost_model(session, declaration.dag_id, path, model.to_dict(), model.source)
     return model

@@ -1,4 +1,4 @@
-"""The monotone piecewise-linear fitter: known shapes, monotone output, weights, empty-input sizes."""
+"""The monotone piecewise-linear fitter: known shapes, monotone output, weights, empty-input sizes, the tail."""
 
 from __future__ import annotations
 
@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_iqp.learning.fit import choose_knots, fit_piecewise, hat_matrix, pool_adjacent_violators
+from airflow_iqp.learning.fit import (
+    along,
+    choose_knots,
+    fit_piecewise,
+    hat_matrix,
+    pool_adjacent_violators,
+    proportional_tail,
+)
 
 
 def knee(x: np.ndarray) -> np.ndarray:
@@ -118,3 +125,19 @@ def test_bad_input_is_refused(xs: list, ys: list, weights: list | None, message:
 def test_one_knot_is_refused() -> None:
     with pytest.raises(ValueError, match="max_knots must be >= 2"):
         fit_piecewise([1, 2], [1.0, 2.0], max_knots=1)
+
+
+def test_along_extends_the_end_segments_and_never_goes_below_zero() -> None:
+    points = ((10.0, 2.0), (20.0, 4.0), (30.0, 5.0))
+    assert along(points, np.array([15.0, 25.0, 40.0, 0.0])).tolist() == pytest.approx([3.0, 4.5, 6.0, 0.0])
+    assert along(((1.0, 3.0),), np.array([0.0, 100.0])).tolist() == [3.0, 3.0]
+
+
+def test_a_last_segment_steeper_than_proportional_is_capped_past_the_data() -> None:
+    """Two batches of nearly one size: 10 s and 11 s at 1000 and 1010 rows say 0.1 s a row;
+    past 1010 rows the cost grows at most as the size does."""
+    capped = proportional_tail([[1000.0, 10.0], [1010.0, 11.0]])
+    assert capped == [[1000.0, 10.0], [1010.0, 11.0], [2020.0, 22.0]]
+    gentle = [[1000.0, 10.0], [100_000.0, 20.0]]
+    assert proportional_tail(gentle) == gentle
+    assert proportional_tail([[5.0, 1.0]]) == [[5.0, 1.0]]

@@ -1,5 +1,6 @@
 """The cost model and rate a window is planned with: a fitted file's or a declared one as given,
-or learned from the DAG's own jobs and windows in a real SQLite ledger."""
+or learned from the DAG's own jobs and windows in a real SQLite ledger, from the packaged model
+of a packaged query as its prior."""
 
 from __future__ import annotations
 
@@ -8,14 +9,24 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from sqlalchemy import delete
 
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, Mode
-from airflow_iqp.declaration import LEARN, ArrivalRate, declare
+from airflow_iqp.declaration import EXAMPLE_COST_MODELS, LEARN, ArrivalRate, declare
 from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.planning.cost_model_file import FittedCostModel
+from airflow_iqp.ledger.models import CostObservation
+from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.planning.record import PlanRecord
-from airflow_iqp.runtime.costs import MARGIN_K, observe, planning_margin, planning_model, planning_rate
+from airflow_iqp.queries import EXAMPLE_QUERIES
+from airflow_iqp.runtime.costs import (
+    MARGIN_K,
+    observe,
+    planning_margin,
+    planning_model,
+    planning_rate,
+    prior_model,
+)
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
 
@@ -210,3 +221,41 @@ def test_a_refit_model_is_planned_with_its_margin_and_a_calibration_without(tmp_
     for rows in (4300, 17200, 43000):
         assert planned.partial.cost(rows) == pytest.approx(fitted.partial.cost(rows) * partial)
     assert planned.merge.cost(3) == pytest.approx(fitted.merge.cost(3) * merge)
+
+
+def test_a_packaged_query_learns_from_its_packaged_model(tmp_path: Path) -> None:
+    prior = prior_model(declaration(tmp_path), ExecutionPath.SPARK_CONNECT)
+    packaged = load_cost_model(EXAMPLE_COST_MODELS / "q6.json", ExecutionPath.SPARK_CONNECT)
+    assert prior is not None
+    assert (prior.partial, prior.merge) == (packaged.partial, packaged.merge)
+
+
+def test_a_query_file_of_the_users_has_no_prior(tmp_path: Path) -> None:
+    (tmp_path / "q6.sql").write_text((EXAMPLE_QUERIES / "q6.sql").read_text())
+    assert prior_model(declaration(tmp_path, query="q6.sql"), PATH) is None
+
+
+def test_the_plan_keeps_the_prior_slope_from_same_size_batches(tmp_path: Path, url: str) -> None:
+    """Issue 22 through the ledger: after the calibration, six batches of about 40k rows at 0.8 x
+    the packaged model. The plan's model at 200k rows follows the packaged model's slope; the
+    same timings of a query file with no prior extrapolate at most proportionally."""
+    packaged = load_cost_model(EXAMPLE_COST_MODELS / "q6.json", PATH)
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "q6.sql").write_text((EXAMPLE_QUERIES / "q6.sql").read_text())
+    learning = declaration(tmp_path)
+    models = {}
+    for name, decl in (("packaged", learning), ("user", declaration(user, query="q6.sql"))):
+        with session_scope(url) as s:
+            s.execute(delete(CostObservation))
+            for rows in (4_000, 40_000, 40_500, 39_600, 40_900, 39_800, 40_200, 40_700):
+                observe(s, decl, PATH, JobKind.PARTIAL, rows, 0.8 * packaged.partial.cost(rows))
+            for partials in (2, 3, 3):
+                observe(s, decl, PATH, JobKind.MERGE, partials, 0.8 * packaged.merge.cost(partials))
+            models[name] = planning_model(s, decl, PATH)
+    learned = models["packaged"]
+    assert isinstance(learned, LearnedCost)
+    assert learned.source is CostSource.REFIT
+    assert learned.partial.cost(200_000) == pytest.approx(0.8 * packaged.partial.cost(200_000), rel=0.05)
+    assert models["user"] is not None
+    assert models["user"].partial.cost(200_000) <= 5 * models["user"].partial.cost(40_900) * 1.001
