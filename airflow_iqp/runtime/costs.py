@@ -42,10 +42,9 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
-    document = store.latest_cost_model(session, declaration.dag_id, path)
-    if document is None:
+    learned = stored_model(session, declaration.dag_id, path)
+    if learned is None:
         return None
-    learned = LearnedCost.from_dict(document)
     return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
 
 
@@ -53,17 +52,20 @@ def planning_margin(session: Session, declaration: Declaration, path: ExecutionP
     """The relative margins `planning_model` adds per kind (what the safety costs: every
     prediction is that much longer), or None when it adds none.
     """
-    document = store.latest_cost_model(session, declaration.dag_id, path) if declaration.learns_cost else None
-    if document is None:
-        return None
-    learned = LearnedCost.from_dict(document)
-    if learned.source is not CostSource.REFIT:
+    learned = stored_model(session, declaration.dag_id, path) if declaration.learns_cost else None
+    if learned is None or learned.source is not CostSource.REFIT:
         return None
     return {
         "k": MARGIN_K,
         "partial": learned.partial_spread.margin(k=MARGIN_K),
         "merge": learned.merge_spread.margin(k=MARGIN_K),
     }
+
+
+def stored_model(session: Session, dag_id: str, path: ExecutionPath) -> LearnedCost | None:
+    """The DAG's newest learned model on `path` as `observe` stored it, or None before the first fit."""
+    document = store.latest_cost_model(session, dag_id, path)
+    return None if document is None else LearnedCost.from_dict(document)
 
 
 def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | None:
