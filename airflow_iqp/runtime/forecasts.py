@@ -6,10 +6,11 @@ it releases its resource, and at every heartbeat while it runs, so a job that ov
 the forecast of its own window and of every window queued behind it while it still runs. The
 API computes the same forecasts for what it shows. The forecast itself is `ui.risk`.
 
-A DAG's work is priced by the cost model stored in the ledger (`runtime.costs.observe` refits
-and stores it once per job, in the task that ran the job), never refit here: a refresh runs on
-every heartbeat of every running task, over every open window of every DAG. A DAG with no
-stored model (a fitted model file, or too few jobs yet) is priced by the costs its plan recorded.
+A DAG's work is priced by the cost model stored in the ledger for the path its newest job ran on
+(`runtime.costs.observe` refits and stores it once per job, in the task that ran the job), never
+refit here: a refresh runs on every heartbeat of every running task, over every open window of
+every DAG. A DAG with no stored model (a fitted model file, or too few jobs yet) is priced by
+the costs its plan recorded.
 """
 
 from __future__ import annotations
