@@ -14,9 +14,9 @@ wrote it and before the task records it; each attempt writes under a name with i
 fence, so a job that outlived its lease never replaces the output of the attempt holding it now.
 
 The type of the Spark connection (`iqp_spark` by default) picks the execution path:
-- `spark`: one `spark-submit` application per job (the operator's SparkSubmitOperator side);
-  losing the lease kills the application, and an application that committed after its lease
-  ran out has its output deleted.
+- `spark`: one `spark-submit` application per job, by a hook of its own built from this
+  SparkSubmitOperator's options and the job's arguments; losing the lease kills the
+  application, and an application that committed after its lease ran out has its output deleted.
 - `spark_connect`: the job runs in this task against a Spark Connect server, in a session of
   its own per attempt (URL from the Spark provider's SparkConnectHook, plus a new session id),
   its operations tagged `iqp-r<request>-f<fence>`. Losing the lease interrupts the tag, and the
@@ -27,14 +27,16 @@ After queueing, after releasing, and at every heartbeat, the task refreshes ever
 window's predicted finish (airflow_iqp.runtime.forecasts) and logs the windows that turn at risk, so a
 job that overruns flags its window, and the windows queued behind it, before their deadlines.
 
-The policy, resource count and lease length are Airflow config, section [iqp] (airflow_iqp.settings).
+This module is the Airflow side: register, wait, run under the lease, release. The lease keeper
+is `runtime.lease`, the connection and the two paths are `spark.paths`, `spark.submit` and
+`spark.connect`. The policy, resource count and lease length are Airflow config, section [iqp]
+(airflow_iqp.settings).
 """
 
 from __future__ import annotations
 
-import json
+import abc
 import shutil
-import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -43,43 +45,26 @@ from typing import TYPE_CHECKING, Any
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, RequestState
-from airflow_iqp.exceptions import InvalidSetting, LeaseLostError
+from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
-from airflow_iqp.operators.window import JOBS_DIR
 from airflow_iqp.runtime import forecasts
-from airflow_iqp.settings import DispatchSettings, driver_address
-from airflow_iqp.spark.jobs.inputs import CorruptFile, CorruptInput
+from airflow_iqp.runtime.lease import LeaseKeeper, tag
+from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.jobs.locations import local_path
-from airflow_iqp.spark.jobs.spec import PartialSpec
+from airflow_iqp.spark.paths import connect_url, execution_path, submit_driver
+from airflow_iqp.spark.submit import SubmitJob
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger, RequestEndedTrigger
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from pathlib import Path
 
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
     from airflow.sdk import Context
     from sqlalchemy.orm import Session
 
     from airflow_iqp.ledger.dispatch import Lease
-    from airflow_iqp.settings import DriverAddress
-    from airflow_iqp.spark.connect import ConnectJob
-    from airflow_iqp.spark.jobs.spec import MergeSpec
-
-PATH_OF_CONN_TYPE = {"spark": ExecutionPath.SPARK_SUBMIT, "spark_connect": ExecutionPath.SPARK_CONNECT}
-
-
-def execution_path(conn_id: str) -> ExecutionPath:
-    """The path the Spark connection's type picks; read in the task, through the Task SDK."""
-    from airflow.sdk import BaseHook
-
-    conn_type = BaseHook.get_connection(conn_id).conn_type
-    try:
-        return PATH_OF_CONN_TYPE[conn_type or ""]
-    except KeyError:
-        raise InvalidSetting(
-            f"connection {conn_id!r} has type {conn_type!r}: IQP jobs run on type 'spark' (spark-submit, host = the "
-            "master) or 'spark_connect' (a Spark Connect server, e.g. `iqp connect-server start`)"
-        ) from None
+    from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 
 @dataclass(frozen=True)
@@ -96,40 +81,51 @@ class ResourceRequest:
 
 
 class DispatchedSparkSubmitOperator(SparkSubmitOperator):
-    """Subclasses say what to ask for (`resource_request`) and what to run with the lease
-    (`run_granted`); this class does the queueing, waiting, heartbeating and releasing, and
-    runs each Spark job on the path the connection picks (`run_spark_job`).
+    """Subclasses say what to ask for (`resource_request`), what to run with the lease
+    (`run_granted`) and what an earlier attempt left done (`already_done`); this class does the
+    queueing, waiting, heartbeating and releasing, and runs each Spark job on the path the
+    connection picks (`run_spark_job`). Airflow's operator metaclass is an `ABCMeta`, so a
+    subclass that misses one of the three cannot be built.
     """
 
-    _keeper: _LeaseKeeper | None = None  # while the lease is held
-    _connect_job: ConnectJob | None = None  # while a job runs on Spark Connect
+    _keeper: LeaseKeeper | None = None  # while the lease is held
+    _running: ConnectJob | SparkSubmitHook | None = None  # while a Spark job runs, to kill it
 
     def execution_path(self) -> ExecutionPath:
         """spark-submit or Spark Connect, by the type of this task's Spark connection."""
         return execution_path(self._conn_id)
 
+    @abc.abstractmethod
     def resource_request(self, context: Context) -> ResourceRequest:
         """What this job asks the dispatcher for, ranked by its window."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def run_granted(self, context: Context) -> Any:
         """Run the job; called only while this task holds the lease."""
-        raise NotImplementedError
+
+    @abc.abstractmethod
+    def already_done(self, context: Context) -> str | None:
+        """This task's output if the ledger holds its job done by an earlier attempt (pushed as
+        the `output_location` XCom), else None: Airflow 3.3 can fail an attempt that finished,
+        when a deferred task resumes before the scheduler reads its deferral's exit
+        (apache/airflow#71580), and the retry must not run the job again.
+        """
 
     def run_spark_job(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
         """Run the partial or merge job of `spec`; call it only while holding the lease (from
         `run_granted`). The spec is written to `spec_file` on either path, as the record of what
         ran. Input files the job cannot read are raised as the jobs' `CorruptInput`.
         """
-        if self._keeper is None:
+        keeper = self._keeper
+        if keeper is None:
             raise RuntimeError(f"{self.task_id}: a Spark job may run only under the dispatcher's lease")
         spec_file.write_text(spec.to_json())
         if self.execution_path() is ExecutionPath.SPARK_CONNECT:
-            self._run_on_connect(spec, self._keeper)
+            self._run_on_connect(spec, keeper)
             return
-        self._submit(context, spec, spec_file)
+        self._submit(spec, spec_file)
         try:  # the application committed on its own: keep its output only under a live lease
-            self._keeper.confirm()
+            keeper.confirm()
         except LeaseLostError:
             shutil.rmtree(local_path(spec.output), ignore_errors=True)
             raise
@@ -142,64 +138,34 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             raise RuntimeError(f"{self.task_id}: a Spark job's output is named only under the dispatcher's lease")
         return base.with_name(f"{base.name}-f{self._keeper.lease.fence}")
 
-    def _submit(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
-        """spark-submit the job's script; unreadable inputs come back in its report file."""
-        partial = isinstance(spec, PartialSpec)
-        report = spec_file.with_name(spec_file.name.replace(".spec.json", ".report.json"))
-        report.unlink(missing_ok=True)
-        self.application = str(JOBS_DIR / ("partial_job.py" if partial else "merge_job.py"))
-        self.application_args = ["--spec", str(spec_file), *(["--report", str(report)] if partial else [])]
-        driver = self._driver_address()
-        self.env_vars = {**(self.env_vars or {}), **driver.env}
-        self.conf = {**(self.conf or {}), **driver.conf}
-        self._hook = None  # the hook is built from the application, its arguments and settings
+    def _submit(self, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+        """spark-submit the job's script with a hook of its own; this operator's fields stay as given."""
+        job = SubmitJob.of(spec, spec_file)
+        hook = job.hook(self, submit_driver(self._conn_id))
+        self._running = hook
         try:
-            SparkSubmitOperator.execute(self, context)
-        except Exception:
-            if not report.is_file():
-                raise
-            corrupt = [CorruptFile(**entry) for entry in json.loads(report.read_text()).get("corrupt", [])]
-            if not corrupt:
-                raise
-            raise CorruptInput(corrupt) from None
+            job.run(hook)
+        finally:
+            self._running = None
 
-    def _driver_address(self) -> DriverAddress:
-        """Where this job's driver listens: the connection's host is the master (loopback for a
-        local one), its extras may name the driver's address for a cluster's executors.
-        """
-        from airflow.sdk import BaseHook
-
-        conn = BaseHook.get_connection(self._conn_id)
-        return driver_address(conn.host or "", conn.extra_dejson)
-
-    def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: _LeaseKeeper) -> None:
+    def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: LeaseKeeper) -> None:
         """The job in this thread, in a Connect session of its own, tagged with its lease."""
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-        from airflow_iqp.spark.connect import ConnectJob
-        from airflow_iqp.spark.jobs import merge_job, partial_job
-
-        lease = keeper.lease
-        url = SparkConnectHook(self._conn_id).get_connection_url()
-        with ConnectJob(url, f"iqp-r{lease.request}-f{lease.fence}") as job:
+        with ConnectJob(connect_url(self._conn_id), tag(keeper.lease)) as job:
             self.log.info("Spark Connect session %s, operations tagged %s", job.session_id, job.tag)
-            self._connect_job = job
+            self._running = job
             try:
-                if isinstance(spec, PartialSpec):
-                    partial_job.run(spec, job.spark, before_commit=keeper.confirm)
-                else:
-                    merge_job.run(spec, job.spark, before_commit=keeper.confirm)
+                job.run(spec, before_commit=keeper.confirm)
             finally:
-                self._connect_job = None
+                self._running = None
 
     def on_kill(self) -> None:
-        """Interrupt the running Connect job's operations, else kill the spark-submit application."""
-        job = self._connect_job
-        if job is None:
-            super().on_kill()
-            return
-        interrupted = job.interrupt()
-        self.log.warning("interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), job.tag)
+        """Interrupt the running Connect job's operations, or kill its spark-submit application."""
+        running = self._running
+        if isinstance(running, ConnectJob):
+            interrupted = running.interrupt()
+            self.log.warning("interrupted %d Spark Connect operation(s) tagged %s", len(interrupted), running.tag)
+        elif running is not None:
+            running.on_kill()
 
     def follow_up(self, session: Session, context: Context) -> ResourceRequest | None:
         """A request to queue in the transaction that releases the resource after a successful
@@ -222,7 +188,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
         if request_id is None:  # another task of the window has it: that task may need this process
             return self.registration_refused(context)
-        keep_forecasts(settings, self.log)
+        forecasts.keep(settings, self.log)
         self.log.info(
             "%s %s of window %d queued as request %d (%s)",
             request.query,
@@ -266,14 +232,6 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             method_name="resume_granted",
         )
 
-    def already_done(self, context: Context) -> str | None:
-        """This task's output if the ledger holds its job done by an earlier attempt (pushed as
-        the `output_location` XCom), else None: Airflow 3.3 can fail an attempt that finished,
-        when a deferred task resumes before the scheduler reads its deferral's exit
-        (apache/airflow#71580), and the retry must not run the job again.
-        """
-        raise NotImplementedError
-
     def resume_after_other_attempt(self, context: Context, event: dict[str, Any], **_: Any) -> Any:
         """Back from RequestEndedTrigger: the earlier attempt's job ended; done, or queue again.
         Done, its request is released here: an attempt killed after its job committed leaves it
@@ -294,12 +252,12 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             self.log.warning("request %d runs in an earlier attempt of this task; waiting until it ends", lease.request)
             self.defer(trigger=RequestEndedTrigger(lease.request), method_name="resume_after_other_attempt")
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
-        keeper = _LeaseKeeper(
+        keeper = LeaseKeeper(
             lease,
             settings.lease_seconds / 4,
             on_lost=self.on_kill,
             log=self.log,
-            on_beat=lambda: keep_forecasts(settings, self.log),
+            on_beat=lambda: forecasts.keep(settings, self.log),
         )
         keeper.start()
         self._keeper = keeper
@@ -325,7 +283,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                 if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
                     _register(session, follow, settings, now)
                 dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
-            keep_forecasts(settings, self.log)
+            forecasts.keep(settings, self.log)
         if keeper.lost:
             raise LeaseLostError(
                 f"lost the lease on resource {lease.resource} while the job ran; the result is not trusted"
@@ -359,76 +317,3 @@ def _register(session: Session, request: ResourceRequest, settings: DispatchSett
         lease_seconds=settings.lease_seconds,
         now=now,
     )
-
-
-def keep_forecasts(settings: DispatchSettings, log: forecasts.Log) -> None:
-    """Refresh every open window's predicted finish in the ledger; a failure is logged and the
-    job goes on (a forecast must never cost a job or its lease).
-    """
-    try:
-        with session_scope() as session:
-            forecasts.refresh(session, settings.policy, settings.resources, datetime.now(UTC), log)
-    except Exception:
-        log.exception("could not refresh the IQP windows' forecasts; the job goes on")
-
-
-class _LeaseKeeper(threading.Thread):
-    """Heartbeats the lease, then calls `on_beat`; on loss, kills the job (another batch now
-    owns the resource).
-    """
-
-    def __init__(
-        self,
-        lease: Lease,
-        every: float,
-        on_lost: Callable[[], None],
-        log: Any,
-        on_beat: Callable[[], None] | None = None,
-    ) -> None:
-        super().__init__(name=f"iqp-lease-{lease.request}", daemon=True)
-        self.lease = lease
-        self.every = every
-        self.on_lost = on_lost
-        self.log = log
-        self.on_beat = on_beat
-        self.lost = False
-        self._stop_event = threading.Event()
-
-    def run(self) -> None:
-        while not self._stop_event.wait(self.every):
-            try:
-                with session_scope() as session:
-                    extended = dispatch.heartbeat(session, self.lease, datetime.now(UTC))
-            except Exception:  # a failed heartbeat is retried while the lease lasts
-                if datetime.now(UTC) < self.lease.expires:
-                    self.log.exception("lease heartbeat failed; retrying until the lease runs out")
-                    continue
-                self.log.exception("the lease could not be renewed before it ran out")
-                extended = None
-            if extended is None:
-                self.lost = True
-                self.log.error(
-                    "lease of request %d on resource %d was lost; killing the job",
-                    self.lease.request,
-                    self.lease.resource,
-                )
-                self.on_lost()
-                return
-            self.lease = extended
-            if self.on_beat is not None:
-                self.on_beat()
-
-    def confirm(self) -> None:
-        """LeaseLostError unless the lease is still live; a job calls it right before committing."""
-        with session_scope() as session:
-            confirmed = dispatch.confirm(session, self.lease, datetime.now(UTC))
-        if confirmed is None or self.lost:
-            raise LeaseLostError(
-                f"the lease of request {self.lease.request} on resource {self.lease.resource} ran out before the "
-                "job committed its output; nothing was committed"
-            )
-        self.lease = confirmed
-
-    def stop(self) -> None:
-        self._stop_event.set()
-        self.join()

@@ -31,7 +31,6 @@ from airflow.sdk.api.datamodels._generated import DagRunType
 from airflow_iqp.constants import Mode
 from airflow_iqp.exceptions import InputGone
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.operators.dispatched import execution_path
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.planning.admission import admit
 from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
@@ -40,6 +39,7 @@ from airflow_iqp.runtime.demand import static_plan, window_demand
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch
 from airflow_iqp.runtime.inputs import InputSpec
 from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, merge_costs
+from airflow_iqp.spark.paths import execution_path
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -75,7 +75,7 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
-    learned = learned_model(session, declaration, path)
+    learned = stored_model(session, declaration.dag_id, path)
     if learned is None:
         return None
     return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
@@ -85,7 +85,7 @@ def planning_margin(session: Session, declaration: Declaration, path: ExecutionP
     """The relative margins `planning_model` adds per kind (what the safety costs: every
     prediction is that much longer), or None when it adds none.
     """
-    learned = learned_model(session, declaration, path)
+    learned = stored_model(session, declaration.dag_id, path) if declaration.learns_cost else None
     if learned is None or learned.source is not CostSource.REFIT:
         return None
     return {
@@ -93,6 +93,12 @@ def planning_margin(session: Session, declaration: Declaration, path: ExecutionP
         "partial": learned.partial_spread.margin(k=MARGIN_K),
         "merge": learned.merge_spread.margin(k=MARGIN_K),
     }
+
+
+def stored_model(session: Session, dag_id: str, path: ExecutionPath) -> LearnedCost | None:
+    """The DAG's newest learned model on `path` as `observe` stored it, or None before the first fit."""
+    document = store.latest_cost_model(session, dag_id, path)
+    return None if document is None else LearnedCost.from_dict(document)
 
 
 def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | None:

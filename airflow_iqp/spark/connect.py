@@ -23,9 +23,12 @@ from urllib.parse import urlsplit
 from airflow_iqp.exceptions import IqpError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from types import TracebackType
 
     from pyspark.sql import SparkSession
+
+    from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 
 DEFAULT_PORT = 15002  # the Connect client's, when the URL names none
@@ -95,6 +98,18 @@ class ConnectJob:
         # The Connect session has the classic session's API without subclassing it.
         self._spark = cast("SparkSession", spark)
         return self
+
+    def run(self, spec: PartialSpec | MergeSpec, before_commit: Callable[[], None]) -> None:
+        """Run the partial or merge job of `spec` in this session (in the thread that opened it);
+        `before_commit` is called right before its output is renamed into place.
+        """
+        from airflow_iqp.spark.jobs import merge_job, partial_job
+        from airflow_iqp.spark.jobs.spec import PartialSpec
+
+        if isinstance(spec, PartialSpec):
+            partial_job.run(spec, self.spark, before_commit=before_commit)
+        else:
+            merge_job.run(spec, self.spark, before_commit=before_commit)
 
     def interrupt(self) -> list[str]:
         """Cancel the job's running Spark operations (from any thread); their ids."""

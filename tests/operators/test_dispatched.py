@@ -1,6 +1,7 @@
-"""The task side of the dispatcher: the lease keeper that heartbeats while a Spark job runs and
-kills the job if the lease is lost (or cannot be renewed before it runs out), the task failing
-with LeaseLostError then, and a spark-submit job's output kept only under a live lease."""
+"""The task side of the dispatcher: a task whose lease is lost while its job runs fails with
+LeaseLostError, a spark-submit job's output is kept only under a live lease, a slowed job flags
+its window at risk before the deadline, and a retry never runs beside the attempt holding the
+lease. The lease keeper itself is tests/runtime/test_lease.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
 import pytest
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk.exceptions import TaskDeferred
 from sqlalchemy import select
 
@@ -22,22 +22,20 @@ from airflow_iqp.declaration import declare
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest, Window
-from airflow_iqp.operators.dispatched import (
-    DispatchedSparkSubmitOperator,
-    ResourceRequest,
-    _LeaseKeeper,
-    keep_forecasts,
-)
+from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import MERGE_SLOT
-from airflow_iqp.operators.window import merge_spec, spark_env
+from airflow_iqp.operators.window import merge_spec
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime import forecasts
+from airflow_iqp.runtime.lease import LeaseKeeper
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.triggers.grant import RequestEndedTrigger
 from airflow_iqp.ui import read, risk, views
 from airflow_iqp.ui.models import Outcome
+from tests.runtime.test_lease import grant_one, stale_lease
+from tests.runtime.test_lease import url as url  # the task's ledger, as a fixture here
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -54,92 +52,33 @@ def attempt_context(try_number: int) -> Context:
     return cast("Context", {"ti": ti})
 
 
-def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
-    with session_scope(url) as s:
-        store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window = store.record_plan(
-            s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, PlanRecord(), []
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="q6",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=now + timedelta(seconds=60),
-            remaining_cost=1.0,
-            lease_seconds=lease_seconds,
-            now=now,
-        )
-        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
-    return lease
+class HeldJob(DispatchedSparkSubmitOperator):
+    """A dispatched job whose test grants its lease: it never queues, and no earlier attempt of
+    it ran. Subclasses that run under `_run_leased` say what runs with the lease.
+    """
+
+    def resource_request(self, context: Context) -> ResourceRequest:
+        raise AssertionError(f"{self.task_id} does not queue: its test grants the lease")
+
+    def run_granted(self, context: Context) -> Any:
+        raise AssertionError(f"{self.task_id} runs its Spark jobs from the test")
+
+    def already_done(self, context: Context) -> str | None:
+        return None
 
 
-@pytest.fixture
-def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The task's ledger connection, as a worker would get it."""
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
-    return url
+def test_a_dispatched_job_must_say_what_it_asks_for_runs_and_left_done() -> None:
+    """Airflow's operator metaclass is an ABCMeta: the three abstract methods are enforced."""
+
+    class Incomplete(DispatchedSparkSubmitOperator):
+        def run_granted(self, context: Context) -> None:
+            """Runs nothing."""
+
+    with pytest.raises(TypeError, match="abstract methods already_done, resource_request"):
+        Incomplete(task_id="job", application="job.py")  # type: ignore[abstract]
 
 
-def test_the_keeper_extends_the_lease_while_the_job_runs(url: str) -> None:
-    lease = grant_one(url, 5.0, datetime.now(UTC))
-    lost = threading.Event()
-    keeper = _LeaseKeeper(lease, every=0.1, on_lost=lost.set, log=LOG)
-    keeper.start()
-    threading.Event().wait(0.5)
-    keeper.stop()
-    assert not lost.is_set()
-    assert not keeper.lost
-    assert keeper.lease.fence == lease.fence
-    assert keeper.lease.expires > lease.expires
-
-
-def stale_lease(url: str) -> dispatch.Lease:
-    """A lease that expired long ago (its holder stalled) and whose resource went to another request."""
-    start = datetime.now(UTC) - timedelta(minutes=5)
-    lease = grant_one(url, 5.0, start)
-    with session_scope(url) as s:
-        window = store.record_plan(
-            s,
-            "q6",
-            start + timedelta(seconds=10),
-            start + timedelta(seconds=20),
-            start + timedelta(seconds=90),
-            1,
-            PlanRecord(),
-            [],
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="q6",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=start + timedelta(seconds=90),
-            remaining_cost=1.0,
-            lease_seconds=600,
-            now=datetime.now(UTC),
-        )
-        [taken] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC))
-    assert taken.fence == lease.fence + 1
-    return lease
-
-
-def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) -> None:
-    lease = stale_lease(url)
-    lost = threading.Event()
-    keeper = _LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
-    keeper.start()
-    assert lost.wait(5), "the stale holder's job was not killed"
-    keeper.stop()
-    assert keeper.lost
-
-
-class _WaitsToBeKilled(DispatchedSparkSubmitOperator):
+class _WaitsToBeKilled(HeldJob):
     """A job that runs until the lease keeper kills it."""
 
     def __init__(self, **kwargs: Any) -> None:
@@ -164,20 +103,6 @@ def test_a_task_that_lost_its_lease_fails_with_lease_lost(url: str) -> None:
         assert dispatch.status(s, lease.request).lease is None  # released, or expired: not held
 
 
-def test_heartbeats_that_keep_failing_until_the_lease_runs_out_lose_it(
-    url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    lease = grant_one(url, 1.0, datetime.now(UTC))
-    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "postgresql://iqp@127.0.0.1:1/ledger")  # nothing listens there
-    lost = threading.Event()
-    keeper = _LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
-    keeper.start()
-    assert lost.wait(10), "the job outlived a lease nobody could renew"
-    keeper.stop()
-    assert keeper.lost
-    assert datetime.now(UTC) >= lease.expires
-
-
 def q6(tmp_path: Path) -> Declaration:
     """A q6 declaration whose merge a test task runs."""
     return declare(
@@ -190,13 +115,13 @@ def q6(tmp_path: Path) -> Declaration:
     )
 
 
-class _CommitsAnyway(DispatchedSparkSubmitOperator):
+class _CommitsAnyway(HeldJob):
     """A spark-submit application that commits its output whatever became of the lease."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(application="job.py", conn_id="iqp_spark", **kwargs)
 
-    def _submit(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+    def _submit(self, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
         output = Path(spec.output)
         output.mkdir(parents=True)
         (output / MARKER).write_text("{}")
@@ -208,7 +133,7 @@ def test_a_spark_submit_job_that_committed_after_its_lease_went_leaves_no_output
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     lease = stale_lease(url)
     task = _CommitsAnyway(task_id="merge")
-    task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
+    task._keeper = LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
     output = task.leased_output(tmp_path / "result")
     assert output.name == f"result-f{lease.fence}"
     declaration = q6(tmp_path)
@@ -224,7 +149,7 @@ def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     lease = grant_one(url, 30.0, datetime.now(UTC))
     task = _CommitsAnyway(task_id="merge")
-    task._keeper = _LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
+    task._keeper = LeaseKeeper(lease, every=60, on_lost=task.on_kill, log=LOG)
     output = task.leased_output(tmp_path / "result")
     declaration = q6(tmp_path)
     task.run_spark_job(
@@ -235,62 +160,12 @@ def test_a_spark_submit_job_under_a_live_lease_keeps_its_output(
     assert (output / MARKER).is_file()
 
 
-@pytest.mark.parametrize(
-    ("connection", "driver_conf", "driver_env"),
-    [
-        ({"conn_type": "spark", "host": "local[2]"}, {}, {"SPARK_LOCAL_IP": "127.0.0.1"}),
-        (
-            {
-                "conn_type": "spark",
-                "host": "spark://spark-master",
-                "port": 7077,
-                "extra": {"driver-host": "airflow-w1"},
-            },
-            {"spark.driver.host": "airflow-w1"},
-            {},
-        ),
-    ],
-)
-def test_a_spark_submit_job_listens_where_its_connection_says(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    connection: dict[str, Any],
-    driver_conf: dict[str, str],
-    driver_env: dict[str, str],
-) -> None:
-    """Read when the job runs, not when the DAG is parsed: a local master keeps its driver on
-    loopback, a cluster's driver gets the address its executors call back (never loopback by us).
-    """
-    monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
-    monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
-    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connection))
-    submitted: dict[str, Any] = {}
-
-    def submit(task: SparkSubmitOperator, context: Context) -> None:
-        hook = task._get_hook()
-        submitted["command"] = hook._build_spark_submit_command(task.application)
-        submitted["env"] = hook._env
-
-    monkeypatch.setattr(SparkSubmitOperator, "execute", submit)
-    task = DispatchedSparkSubmitOperator(
-        task_id="merge", application="job.py", conn_id="iqp_spark", env_vars=spark_env()
-    )
-    spec = merge_spec(q6(tmp_path), [str(tmp_path / "batch-0000-f1")], tmp_path / "result-f1")
-    task._submit(cast("Context", {}), spec, tmp_path / "result-f1.spec.json")
-    command = submitted["command"]
-    port = f":{connection['port']}" if "port" in connection else ""
-    assert command[command.index("--master") + 1] == connection["host"] + port
-    confs = dict(command[i + 1].split("=", 1) for i, arg in enumerate(command) if arg == "--conf")
-    assert {k: v for k, v in confs.items() if k.startswith("spark.driver.")} == driver_conf
-    assert submitted["env"] == spark_env() | driver_env
-
-
 # -- a batch slowed down: its window is flagged at risk before its deadline -----------------------
 
 MERGE_S = 3.0  # longer than a heartbeat (lease_seconds / 4), so the flag comes before the deadline
 
 
-class _SlowBatch(DispatchedSparkSubmitOperator):
+class _SlowBatch(HeldJob):
     """Batch 0 of a window, planned to take 1 s, slowed down to run until the test stops it."""
 
     def __init__(self, *, window_id: int, deadline: datetime, **kwargs: Any) -> None:
@@ -380,21 +255,7 @@ def test_a_slowed_batch_flags_its_window_at_risk_before_the_deadline(
         assert s.get(Window, window_id).status == WindowStatus.RUNNING  # type: ignore[union-attr]
 
 
-def test_a_forecast_that_fails_never_stops_the_job(
-    url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    def broken(*args: object) -> dict[int, datetime]:
-        raise RuntimeError("no forecast today")
-
-    monkeypatch.setattr(forecasts, "refresh", broken)
-    with caplog.at_level(logging.ERROR, logger=LOG.name):
-        keep_forecasts(DispatchSettings(Policy.EDF, 1, lease_seconds=5), LOG)
-    (record,) = caplog.records
-    assert record.getMessage() == "could not refresh the IQP windows' forecasts; the job goes on"
-    assert record.exc_info is not None
-
-
-class _RunsOnce(DispatchedSparkSubmitOperator):
+class _RunsOnce(HeldJob):
     """A job that counts its runs; done once it ran."""
 
     def __init__(self, **kwargs: Any) -> None:

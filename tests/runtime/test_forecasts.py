@@ -1,5 +1,6 @@
 """Keeping forecasts in the ledger: written for every open window, logged when one turns at risk
-or back on track, the same the API computes."""
+or back on track, the same the API computes, priced by the cost model the ledger stores (never
+refit here), and a failure never stops the job that asked."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
-from airflow_iqp.constants import Policy, WindowStatus
+from airflow_iqp.constants import ExecutionPath, JobKind, Policy, WindowStatus
+from airflow_iqp.learning import Observation, fit_cost
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest, Window
 from airflow_iqp.runtime import forecasts
-from tests.ui.seed import GRACE, MERGE_COST, PLANNED_COSTS, SECRET_BATCH_COST, SECRET_DAG, WINDOW, Seeded
+from airflow_iqp.settings import DispatchSettings
+from tests.ui.seed import (
+    GRACE,
+    MERGE_COST,
+    PLANNED_COSTS,
+    SALES_DAG,
+    SECRET_BATCH_COST,
+    SECRET_DAG,
+    WINDOW,
+    Seeded,
+)
 
 if TYPE_CHECKING:
     import pytest
@@ -90,3 +102,39 @@ def test_the_api_and_the_tasks_compute_the_same_forecasts(seeded: Seeded) -> Non
     with session_scope(seeded.url) as s:
         kept = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
     assert shown == kept
+
+
+def test_the_stored_model_prices_the_forecast_not_a_refit(seeded: Seeded) -> None:
+    """iqp_sales' merges of two partials took MERGE_COST each: a refit of its observations would
+    price the open window's merge at that. The model the ledger stores says three times as much
+    (as the task that ran the last job refit and stored it), and the forecast follows it.
+    """
+    with session_scope(seeded.url) as s:
+        granted = s.scalar(select(DispatchRequest.granted_at).where(DispatchRequest.window_id == seeded.secret_running))
+        assert granted is not None
+        before = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+        slower = fit_cost(
+            [
+                Observation(JobKind.PARTIAL, 4000, 21.0, seeded.now),
+                Observation(JobKind.PARTIAL, 6000, 29.0, seeded.now),
+                Observation(JobKind.MERGE, 2, 3 * MERGE_COST, seeded.now),
+            ],
+            ExecutionPath.SPARK_SUBMIT,
+        )
+        store.save_cost_model(s, SALES_DAG, ExecutionPath.SPARK_SUBMIT, slower.to_dict(), slower.source)
+        after = forecasts.refresh(s, Policy.EDF, 1, seeded.now, LOG)
+    frees = granted + timedelta(seconds=SECRET_BATCH_COST)
+    assert before[seeded.at_risk] == frees + timedelta(seconds=PLANNED_COSTS[1] + MERGE_COST)
+    assert after[seeded.at_risk] == frees + timedelta(seconds=PLANNED_COSTS[1] + 3 * MERGE_COST)
+    assert after[seeded.secret_running] == before[seeded.secret_running], "another DAG's model is its own"
+
+
+def test_a_forecast_that_fails_never_stops_the_job(
+    seeded: Seeded, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "postgresql://iqp@127.0.0.1:1/ledger")  # nothing listens there
+    with caplog.at_level(logging.ERROR, logger=LOG.name):
+        forecasts.keep(DispatchSettings(Policy.EDF, 1, lease_seconds=5), LOG)
+    (record,) = caplog.records
+    assert record.getMessage() == "could not refresh the IQP windows' forecasts; the job goes on"
+    assert record.exc_info is not None

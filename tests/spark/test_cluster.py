@@ -24,14 +24,15 @@ from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
-from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, _LeaseKeeper
 from airflow_iqp.operators.window import spark_env
+from airflow_iqp.runtime.lease import LeaseKeeper
 from airflow_iqp.settings import LOOPBACK
 from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.connect_server import running
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.spark.jobs.spec import MergeSpec
-from tests.operators.test_dispatched import grant_one
+from tests.operators.test_dispatched import HeldJob
+from tests.runtime.test_lease import grant_one
 from tests.spark.cluster import EXECUTOR_MEMORY, Cluster, standalone_cluster
 from tests.spark.compare import assert_same
 from tests.spark.test_jobs import FILES, ROWS_PER_FILE, Landing, one_pass, partial_spec, read_sales, stream_input
@@ -70,7 +71,7 @@ def network_address() -> str:
         return str(probe.getsockname()[0])
 
 
-class _Job(DispatchedSparkSubmitOperator):
+class _Job(HeldJob):
     """A window's job as the operators run it, holding a lease granted by the test."""
 
     def __init__(self, *, lease: Lease, **kwargs: Any) -> None:
@@ -81,7 +82,7 @@ class _Job(DispatchedSparkSubmitOperator):
             executor_memory=EXECUTOR_MEMORY,
             **kwargs,
         )
-        self._keeper = _LeaseKeeper(lease, every=60, on_lost=self.on_kill, log=LOG)  # confirmed before commits
+        self._keeper = LeaseKeeper(lease, every=60, on_lost=self.on_kill, log=LOG)  # confirmed before commits
 
     def run_window(self, landing: Landing, out: Path) -> Path:
         """The window's partials, one per batch, then its merge; returns the merged result."""

@@ -23,7 +23,6 @@ from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import Resource
-from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob
@@ -31,6 +30,7 @@ from airflow_iqp.spark.jobs import merge_job, partial_job
 from airflow_iqp.spark.jobs.inputs import CorruptInput
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
+from tests.operators.test_dispatched import HeldJob
 from tests.spark.compare import assert_same
 from tests.spark.test_jobs import (
     BATCHES,
@@ -162,7 +162,7 @@ def slow_spec(root: Path) -> PartialSpec:
     )
 
 
-class SlowPartial(DispatchedSparkSubmitOperator):
+class SlowPartial(HeldJob):
     """Runs the slow partial on the connection's path under its lease."""
 
     def __init__(self, *, spec: PartialSpec, **kwargs: Any) -> None:

@@ -1,0 +1,143 @@
+"""The lease keeper on a real SQLite ledger: it extends the lease while the job runs, calls back
+at each beat, kills the job if the lease went to someone else (or cannot be renewed before it
+runs out), and a job's confirmation before its commit fails once the lease is gone."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
+from airflow_iqp.exceptions import LeaseLostError
+from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.runtime.lease import LeaseKeeper, tag
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+LOG = logging.getLogger(__name__)
+
+
+@pytest.fixture
+def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The task's ledger connection, as a worker would get it."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", url)
+    return url
+
+
+def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
+    """A window of DAG q6 with one partial request, granted the one resource at `now`."""
+    with session_scope(url) as s:
+        store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+        window = store.record_plan(
+            s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, PlanRecord(), []
+        )
+        dispatch.register(
+            s,
+            window_id=window,
+            query="q6",
+            kind=JobKind.PARTIAL,
+            slot=0,
+            reason=BatchReason.PLANNED,
+            deadline=now + timedelta(seconds=60),
+            remaining_cost=1.0,
+            lease_seconds=lease_seconds,
+            now=now,
+        )
+        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
+    return lease
+
+
+def stale_lease(url: str) -> dispatch.Lease:
+    """A lease that expired long ago (its holder stalled) and whose resource went to another request."""
+    start = datetime.now(UTC) - timedelta(minutes=5)
+    lease = grant_one(url, 5.0, start)
+    with session_scope(url) as s:
+        window = store.record_plan(
+            s,
+            "q6",
+            start + timedelta(seconds=10),
+            start + timedelta(seconds=20),
+            start + timedelta(seconds=90),
+            1,
+            PlanRecord(),
+            [],
+        )
+        dispatch.register(
+            s,
+            window_id=window,
+            query="q6",
+            kind=JobKind.PARTIAL,
+            slot=0,
+            reason=BatchReason.PLANNED,
+            deadline=start + timedelta(seconds=90),
+            remaining_cost=1.0,
+            lease_seconds=600,
+            now=datetime.now(UTC),
+        )
+        [taken] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC))
+    assert taken.fence == lease.fence + 1
+    return lease
+
+
+def test_the_keeper_extends_the_lease_while_the_job_runs_and_calls_back_at_each_beat(url: str) -> None:
+    lease = grant_one(url, 5.0, datetime.now(UTC))
+    lost = threading.Event()
+    beats: list[datetime] = []
+    keeper = LeaseKeeper(
+        lease, every=0.1, on_lost=lost.set, log=LOG, on_beat=lambda: beats.append(keeper.lease.expires)
+    )
+    keeper.start()
+    threading.Event().wait(0.5)
+    keeper.stop()
+    assert not lost.is_set()
+    assert not keeper.lost
+    assert keeper.lease.fence == lease.fence
+    assert keeper.lease.expires > lease.expires
+    assert len(beats) >= 2
+    assert beats == sorted(beats), "each beat sees the lease it extended"
+
+
+def test_the_keeper_kills_the_job_when_the_lease_went_to_someone_else(url: str) -> None:
+    lease = stale_lease(url)
+    lost = threading.Event()
+    keeper = LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
+    keeper.start()
+    assert lost.wait(5), "the stale holder's job was not killed"
+    keeper.stop()
+    assert keeper.lost
+
+
+def test_heartbeats_that_keep_failing_until_the_lease_runs_out_lose_it(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lease = grant_one(url, 1.0, datetime.now(UTC))
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", "postgresql://iqp@127.0.0.1:1/ledger")  # nothing listens there
+    lost = threading.Event()
+    keeper = LeaseKeeper(lease, every=0.05, on_lost=lost.set, log=LOG)
+    keeper.start()
+    assert lost.wait(10), "the job outlived a lease nobody could renew"
+    keeper.stop()
+    assert keeper.lost
+    assert datetime.now(UTC) >= lease.expires
+
+
+def test_a_job_confirms_a_live_lease(url: str) -> None:
+    lease = grant_one(url, 30.0, datetime.now(UTC))
+    keeper = LeaseKeeper(lease, every=60, on_lost=lambda: None, log=LOG)
+    keeper.confirm()
+    assert keeper.lease.fence == lease.fence
+    assert keeper.lease.expires >= lease.expires
+    assert tag(keeper.lease) == f"iqp-r{lease.request}-f{lease.fence}"
+
+
+def test_a_job_is_refused_its_commit_once_the_lease_went(url: str) -> None:
+    keeper = LeaseKeeper(stale_lease(url), every=60, on_lost=lambda: None, log=LOG)
+    with pytest.raises(LeaseLostError, match="nothing was committed"):
+        keeper.confirm()
