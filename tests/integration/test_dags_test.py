@@ -12,6 +12,7 @@ run left no deadline behind.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import subprocess
@@ -56,6 +57,42 @@ dag = intermittent_query(
 )
 """
 
+# A scheduled run of DAG for the window START..END, created as the scheduler creates one (on the
+# DAG serialized in the metadata DB): its deadlines, [alert name, due], as JSON.
+SCHEDULED_RUN = """
+import json, sys
+from datetime import datetime
+from sqlalchemy import select
+from airflow.models.dagbag import DBDagBag
+from airflow.models.dagrun import DagRun
+from airflow.models.deadline import Deadline
+from airflow.models.deadline_alert import DeadlineAlert
+from airflow.utils.session import create_session
+from airflow.utils.state import DagRunState
+from airflow.utils.types import DagRunTriggeredByType, DagRunType
+
+dag_id, start, end = sys.argv[1], datetime.fromisoformat(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
+with create_session() as session:
+    dag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+    run = dag.create_dagrun(
+        run_id=DagRun.generate_run_id(run_type=DagRunType.SCHEDULED, logical_date=start, run_after=start),
+        logical_date=start,
+        data_interval=(start, end),
+        run_after=start,
+        run_type=DagRunType.SCHEDULED,
+        triggered_by=DagRunTriggeredByType.TIMETABLE,
+        state=DagRunState.QUEUED,
+        session=session,
+    )
+    session.flush()
+    due = session.execute(
+        select(DeadlineAlert.name, Deadline.deadline_time)
+        .join(DeadlineAlert, DeadlineAlert.id == Deadline.deadline_alert_id)
+        .where(Deadline.dagrun_id == run.id)
+    )
+    print(json.dumps([[name, at.isoformat()] for name, at in due]))
+"""
+
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, connect_server: ConnectServer, airflow_metadata: Path) -> AirflowEnv:
@@ -98,27 +135,28 @@ def published(env: AirflowEnv, dag_id: str, results: Path) -> list[dict[str, Any
     return read_result(window.result_uri)
 
 
-def assert_alert_kept_for_the_scheduler(env: AirflowEnv, dag_id: str, due_after: timedelta) -> None:
-    """The DAG as the scheduler reads it (its latest serialized version) holds the window
-    deadline alert; the test run made no deadline of its own."""
+def assert_scheduled_runs_keep_the_alert(env: AirflowEnv, dag_id: str, window: timedelta, deadline: timedelta) -> None:
+    """The test run made no deadline; the DAG as the scheduler reads it (its latest serialized
+    version in the metadata DB) holds the window deadline alert, and a run created from it as the
+    scheduler creates one is due at its window's deadline."""
     engine = create_engine(f"sqlite:///{env.home / 'airflow.db'}")
     with engine.connect() as db:
-        alerts = db.execute(
-            text(
-                "SELECT a.name, a.interval FROM deadline_alert a JOIN serialized_dag s ON s.id = a.serialized_dag_id "
-                "WHERE s.dag_id = :dag_id AND s.created_at = "
-                "(SELECT max(created_at) FROM serialized_dag WHERE dag_id = :dag_id)"
-            ),
-            {"dag_id": dag_id},
-        ).all()
         deadlines = db.execute(
             text("SELECT count(*) FROM deadline d JOIN dag_run r ON r.id = d.dagrun_id WHERE r.dag_id = :dag_id"),
             {"dag_id": dag_id},
         ).scalar_one()
     engine.dispose()
-    assert [name for name, _ in alerts] == [ALERT_NAME]
-    assert f'"__data__": {due_after.total_seconds()}' in alerts[0][1]
     assert deadlines == 0
+    start = W0 + window  # the next window: its own run
+    done = subprocess.run(
+        [str(BIN / "python"), "-c", SCHEDULED_RUN, dag_id, start.isoformat(), (start + window).isoformat()],
+        env=env.environ(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == [[ALERT_NAME, (start + window + deadline).isoformat()]]
 
 
 def q6_revenue(files: list[Path]) -> Decimal:
@@ -154,7 +192,7 @@ def test_the_example_q6_dag_exits_0_and_publishes(env: AirflowEnv, tmp_path_fact
     assert column == "revenue"
     assert revenue == q6_revenue(files) > 0
     # the example's window is 2 minutes, its result due 45 s after
-    assert_alert_kept_for_the_scheduler(env, "iqp_q6", timedelta(minutes=2, seconds=45))
+    assert_scheduled_runs_keep_the_alert(env, "iqp_q6", timedelta(minutes=2), timedelta(seconds=45))
 
 
 def test_a_dag_over_the_users_own_csv_files_exits_0_and_publishes(
@@ -187,4 +225,4 @@ def test_a_dag_over_the_users_own_csv_files_exits_0_and_publishes(
     assert [(r["kind"], r["events"], r["total"]) for r in rows] == [
         (kind, n, pytest.approx(total)) for kind, (n, total) in sorted(expected.items())
     ]
-    assert_alert_kept_for_the_scheduler(env, "events_by_kind", timedelta(minutes=2))
+    assert_scheduled_runs_keep_the_alert(env, "events_by_kind", timedelta(minutes=1), timedelta(minutes=1))
