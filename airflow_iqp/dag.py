@@ -17,7 +17,8 @@ which records files that came for earlier windows after they merged (and re-merg
 asked). Every Spark job waits in the triggerer until the dispatcher, shared by all IQP DAGs,
 grants it the Spark resource ([iqp] policy and resources in the Airflow config). The DAG
 declares an Airflow Deadline Alert at each window's deadline (airflow_iqp.deadlines), calling
-`deadline_callback` (by default a warning in the triggerer's log) when a window misses it.
+`deadline_callback` (by default a warning in the triggerer's log) when a window misses it; a run
+of `airflow dags test` goes without it (DeadlineDAG).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from urllib.parse import urlsplit
 from airflow.sdk import DAG, Asset
 
 from airflow_iqp.constants import Mode, OnCorrupt, OnLate
-from airflow_iqp.deadlines import window_deadline_alert
+from airflow_iqp.deadlines import DeadlineDAG, window_deadline_alert
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.exceptions import InvalidDeclaration, InvalidSetting
 from airflow_iqp.operators.late import LateFilesOperator
@@ -121,7 +122,7 @@ def intermittent_query(
         raise InvalidDeclaration(f"Airflow config: {err}") from None
     work = str(work_dir or default_work_dir())
     spark_task = {"conn_id": spark_conn_id, "retries": retries, "retry_delay": retry_delay}
-    with DAG(
+    with DeadlineDAG(
         dag_id=declaration.dag_id,
         schedule=WindowTimetable(window),
         start_date=start_date,

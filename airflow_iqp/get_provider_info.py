@@ -65,8 +65,9 @@ def get_provider_info() -> dict[str, Any]:
                     "deadline_alerts": {
                         "description": (
                             "Whether IQP DAGs declare an Airflow Deadline Alert at each window's deadline. "
-                            "`airflow dags test` of a DAG with one exits 1 after a successful run in "
-                            "Airflow 3.3 (apache/airflow#73428): set False where you run it.\n"
+                            "False leaves misses to the ledger and the /iqp monitor (no Deadlines, no "
+                            "callbacks). A run of `airflow dags test` has none either way "
+                            "(apache/airflow#73428 would fail it).\n"
                         ),
                         "version_added": "0.1.0",
                         "type": "boolean",

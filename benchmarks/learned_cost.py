@@ -105,9 +105,6 @@ class Airflow:
             "AIRFLOW_CONN_IQP_SPARK": json.dumps({"conn_type": "spark", "host": "local[2]"}),
             "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": self.ledger}),
             "SPARK_LOCAL_IP": os.environ.get("SPARK_LOCAL_IP", "127.0.0.1"),
-            # `airflow dags test` fails a DAG with a Deadline Alert in Airflow 3.3
-            # (apache/airflow#73428), as in tests/integration/airflow_env.py.
-            "AIRFLOW__IQP__DEADLINE_ALERTS": "False",
         }
 
     def run(self, *args: str, log: Path, timeout: timedelta) -> int:

@@ -1,15 +1,19 @@
-"""The default deadline callback: what the triggerer logs when a window missed its deadline."""
+"""The window deadline alert: when it is due, what the triggerer logs when a window missed it, and
+that the DAG the scheduler reads keeps it (only `airflow dags test` runs go without, see
+tests/integration/test_dags_test.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from airflow.sdk.definitions.callback import AsyncCallback
+from airflow.serialization.serialized_objects import DagSerialization
 
-from airflow_iqp.deadlines import ALERT_NAME, log_missed_window, window_deadline_alert
+from airflow_iqp.deadlines import ALERT_NAME, DeadlineDAG, log_missed_window, window_deadline_alert
+from airflow_iqp.timetables.window import WindowTimetable
 
 if TYPE_CHECKING:
     import pytest
@@ -42,3 +46,16 @@ def test_the_alert_is_due_a_window_and_a_deadline_after_the_logical_date() -> No
     assert isinstance(alert.callback, AsyncCallback)
     own = AsyncCallback(log_missed_window, kwargs={"who": "me"})
     assert window_deadline_alert(timedelta(minutes=10), timedelta(0), own).callback is own
+
+
+def test_the_dag_as_serialized_for_the_scheduler_keeps_its_alert() -> None:
+    window, deadline = timedelta(minutes=2), timedelta(seconds=45)
+    dag = DeadlineDAG(
+        dag_id="iqp_q6",
+        schedule=WindowTimetable(window),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        deadline=window_deadline_alert(window, deadline),
+    )
+    (stored,) = DagSerialization.to_dict(dag)["dag"]["deadline"]
+    assert (stored["name"], stored["interval"]["__data__"]) == (ALERT_NAME, 165.0)
+    assert stored["callback"]["__data__"]["path"] == "airflow_iqp.deadlines.log_missed_window"

@@ -46,9 +46,6 @@ class AirflowEnv:
             "AIRFLOW_CONN_IQP_SPARK": json.dumps(self.spark),
             "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": self.ledger}),
             "SPARK_LOCAL_IP": "127.0.0.1",
-            # `airflow dags test` of a DAG with a Deadline Alert exits 1 after a successful run in
-            # Airflow 3.3 (apache/airflow#73428); the alerts are tested under a scheduler.
-            "AIRFLOW__IQP__DEADLINE_ALERTS": "False",
         }
 
     def airflow(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
