@@ -72,7 +72,8 @@ class Speedup:
         number(serial, "serial", minimum=0)
         if serial > 1:
             raise ValueError(f"serial must be at most 1, got {serial!r}")
-        points = tuple((c, 1 / (serial + (1 - serial) / c)) for c in sorted(set(cores)))
+        # Clamped to [1, c]: rounding must not make one core faster than itself or any superlinear.
+        points = tuple((c, min(float(c), max(1.0, 1 / (serial + (1 - serial) / c)))) for c in sorted(set(cores)))
         return cls(points, f"default until measured: Amdahl's law with {serial:.0%} of every job serial")
 
     @property
