@@ -108,23 +108,35 @@ class Planned:
 
 class Reactive:
     """Scale on backlog: one core more when a job is granted while the ready work (one-core
-    seconds) exceeds `threshold`, up to `most`; every core released as soon as nothing is ready.
+    seconds) exceeds `threshold`, up to `most`; every core released once nothing has been
+    ready for `idle_timeout` seconds (Spark's dynamic allocation releases an executor idle for
+    spark.dynamicAllocation.executorIdleTimeout, 60 s by default).
     """
 
-    def __init__(self, threshold: float, most: int, speedup: Speedup, btu: float) -> None:
-        self.threshold, self.most = threshold, most
+    def __init__(self, threshold: float, most: int, speedup: Speedup, btu: float, idle_timeout: float = 60.0) -> None:
+        self.threshold, self.most, self.idle_timeout = threshold, most, idle_timeout
         self.speedup, self.pool = speedup, LeasePool(btu)
+        self.idle_since: float | None = None
+
+    def _release_idle(self, now: float) -> None:
+        """Release every core if the resource has been idle past the timeout by `now`."""
+        if self.idle_since is not None and now - self.idle_since >= self.idle_timeout:
+            at = self.idle_since + self.idle_timeout
+            self.pool.release_now(at, self.pool.held(at))
+        self.idle_since = None
 
     def grant(self, now: float, backlog: float) -> int:
         """One more core than held while the backlog is over the threshold, at least one."""
+        self._release_idle(now)
         held = self.pool.held(now)
         wanted = max(1, held + (backlog > self.threshold))
         self.pool.need(now, min(wanted, max(self.most, 1)))
         return self.pool.held(now)
 
     def idle(self, now: float) -> None:
-        """Every core released at once (the started unit is billed all the same)."""
-        self.pool.release_now(now, self.pool.held(now))
+        """The idle clock starts (it keeps running if it already has)."""
+        if self.idle_since is None:
+            self.idle_since = now
 
     def finish(self, now: float) -> None:
         """Every core released at once."""
@@ -142,35 +154,54 @@ class Run:
 
 
 def plan(
-    queries: Sequence[SimQuery], experiment: Experiment, confidence: float, speedup: Speedup
-) -> tuple[Capacity, list[RecurringQuery]]:
+    queries: Sequence[SimQuery],
+    experiment: Experiment,
+    confidence: float = CONFIDENCE,
+    speedup: Speedup = DEFAULT_SPEEDUP,
+) -> Capacity:
     """The capacity model over the queries' windows, with the experiment's job spread."""
     tasks = [window_task(q, experiment.alpha, experiment.tau_max) for q in queries]
-    demands = [QueryDemand(t, cost_spread=experiment.noise.spread) for t in tasks]
-    return capacity(demands, confidence=confidence, speedup=speedup), tasks
+    return capacity(
+        [QueryDemand(t, cost_spread=experiment.noise.spread) for t in tasks], confidence=confidence, speedup=speedup
+    )
 
 
-def compare(
+def table(
     experiment: Experiment,
-    delta: float,
+    deltas: Sequence[float],
     controllers: Sequence[str] = CONTROLLERS,
     *,
     btu: float = BTU,
     confidence: float = CONFIDENCE,
     speedup: Speedup = DEFAULT_SPEEDUP,
-) -> tuple[Capacity, list[Run]]:
-    """Run the protocol at `delta` under each controller (EDF with MinBatch); the jobs meet the
-    experiment's noise, the plan is made from its spread at `confidence`.
+) -> dict[float, tuple[Capacity, list[Run]]]:
+    """Plan and run every controller at every delta; no runs where no capacity is enough."""
+    rows = {}
+    for delta in deltas:
+        queries = experiment.workload(delta)
+        model = plan(queries, experiment, confidence, speedup)
+        feasible = None not in (model.open.cores, model.closed.cores, model.constant.cores)
+        rows[delta] = (model, run(queries, experiment, model, controllers, btu) if feasible else [])
+    return rows
+
+
+def run(
+    queries: Sequence[SimQuery],
+    experiment: Experiment,
+    model: Capacity,
+    controllers: Sequence[str] = CONTROLLERS,
+    btu: float = BTU,
+) -> list[Run]:
+    """Run the queries under each controller (EDF with MinBatch), sized by `model`; the jobs
+    meet the experiment's noise.
     """
     if unknown := [c for c in controllers if c not in CONTROLLERS]:
         raise ValueError(f"unknown controller {unknown[0]!r}; choose from {', '.join(CONTROLLERS)}")
-    queries = experiment.workload(delta)
-    model, _ = plan(queries, experiment, confidence, speedup)
     fixed, opened, closed = model.constant.cores, model.open.cores, model.closed.cores
     if fixed is None or opened is None or closed is None:
         raise ValueError(
-            f"no capacity up to {speedup.max_cores} cores meets every deadline at delta {delta:g} "
-            f"(needed by {model.peak.needed_by}); the speedup model flattens there"
+            f"no capacity up to {model.speedup.max_cores} cores meets every deadline "
+            f"(needed by {model.peak.needed_by}): the speedup model flattens there"
         )
     start = min(q.submit_at if q.submit_at is not None else q.arrival.first_arrival for q in queries)
     close = max(q.window_end for q in queries)
@@ -179,13 +210,13 @@ def compare(
     for name in controllers:
         cores: Fixed | Planned | Reactive
         if name == "fixed":
-            cores = Fixed(max(fixed, 1), speedup, btu, start)
+            cores = Fixed(max(fixed, 1), model.speedup, btu, start)
         elif name == "elastic":
-            cores = Planned(opened, closed, close, speedup, btu)
+            cores = Planned(opened, closed, close, model.speedup, btu)
         else:
-            cores = Reactive(experiment.tau_max, max(fixed, 1), speedup, btu)
+            cores = Reactive(experiment.tau_max, max(fixed, 1), model.speedup, btu)
         result = simulate(
             queries, policy=Policy.EDF, alpha=experiment.alpha, tau_max=experiment.tau_max, noise=noise, cores=cores
         )
         runs.append(Run(name, result, cores.pool.billed(), cores.pool.peak()))
-    return model, runs
+    return runs
