@@ -15,14 +15,15 @@ The cycle has two phases, because a window's work is not due at one time:
 
 `open` is the smallest capacity for which the early work alone passes the test with every
 window's close as its deadline; `closed` the smallest for which that early work and every final
-work pass it together. `constant` is the smallest capacity that passes the plain test, i.e.
-what fixed provisioning needs.
+work pass it together. The phases are tested apart (the early work is taken as done by the
+close, the final work as released there), which is what lets the capacity fall between
+closes; the larger of the two is the peak, what fixed provisioning needs all the time.
 
 Capacity is chosen for a probability of meeting every deadline (`confidence`), not for the
 means: each query's window work is drawn many times (seeded) with lognormal factors of mean 1
 and the query's relative spreads (its cost model's residuals, its arrival rate), each draw gets
 its smallest capacity, and the answer is the quantile of those over the draws. Admission holds
-at a capacity in a draw's at least that share of the draws (the open and closed phases each at
+at that capacity in at least that share of the draws (the open and closed phases each at
 1 - (1 - confidence) / 2, so that both hold together at least `confidence`, by the union bound).
 """
 
@@ -99,13 +100,15 @@ DEFAULT_SPEEDUP = Speedup.amdahl(0.1, (1, 2, 4, 8, 16, 32, 64))
 class QueryDemand:
     """One query's work per window on one core, and how far a window may stray from it."""
 
-    task: RecurringQuery
+    task: RecurringQuery  # its times as the cost model has them, on `measured_cores`
     cost_spread: float = 0.0  # relative std of its jobs' times around the cost model
     rate_spread: float = 0.0  # relative std of a window's input around the rate planned with
+    measured_cores: int = 1  # the cores its cost model was timed on
 
     def __post_init__(self) -> None:
         number(self.cost_spread, f"query {self.task.name!r}: cost_spread", minimum=0)
         number(self.rate_spread, f"query {self.task.name!r}: rate_spread", minimum=0)
+        whole_number(self.measured_cores, f"query {self.task.name!r}: measured_cores", minimum=1)
 
 
 @dataclass(frozen=True)
@@ -124,13 +127,12 @@ class Capacity:
 
     open: PhaseCapacity
     closed: PhaseCapacity
-    constant: PhaseCapacity
     confidence: float
     speedup: Speedup
 
     @property
     def peak(self) -> PhaseCapacity:
-        """The larger phase (closed, unless the early work is the harder part)."""
+        """The larger phase (closed, unless the early work is the harder part): fixed provisioning's size."""
         if self.closed.cores is None or (self.open.cores is not None and self.closed.cores >= self.open.cores):
             return self.closed
         return self.open
@@ -158,18 +160,18 @@ def _scaled(task: RecurringQuery, early: float, final: float, longest: float) ->
     return replace(task, work=early + final, final_work=final, longest_job=longest)
 
 
-def _draw(demands: Sequence[QueryDemand], rng: random.Random | None) -> list[RecurringQuery]:
-    """One window of every query: its early work, final work and longest job drawn (the
-    window's input shared by all three, its early and final jobs' costs apart).
+def _draw(demands: Sequence[QueryDemand], rng: random.Random | None, speedup: Speedup) -> list[RecurringQuery]:
+    """One window of every query on one core: its early work, final work and longest job
+    drawn (the window's input shared by all three, its early and final jobs' costs apart).
     """
     out = []
     for d in demands:
         t = d.task
-        if rng is None:
-            out.append(t)
-            continue
-        rate = lognormal(rng, d.rate_spread)
-        early, final = lognormal(rng, d.cost_spread), lognormal(rng, d.cost_spread)
+        one_core = speedup.at(d.measured_cores)  # a model timed on more cores is slower on one
+        rate = one_core if rng is None else one_core * lognormal(rng, d.rate_spread)
+        early = final = 1.0
+        if rng is not None:
+            early, final = lognormal(rng, d.cost_spread), lognormal(rng, d.cost_spread)
         out.append(
             _scaled(
                 t,
@@ -191,9 +193,22 @@ def open_tasks(tasks: Sequence[RecurringQuery]) -> list[RecurringQuery]:
 
 
 def closed_tasks(tasks: Sequence[RecurringQuery]) -> list[RecurringQuery]:
-    """The early work due by each close beside every final work, due by its deadline after it."""
+    """The early work due by each close beside every final work, due by its deadline after it.
+
+    When every window closes at once and its final work is due before the next close, the
+    final works are all released together: none can have taken the resource just before
+    another's release, so only an early job in flight blocks them (the open parts' term).
+    """
+    together = len({t.period for t in tasks}) == 1 and all(t.deadline <= 2 * t.period for t in tasks)
     finals = [
-        RecurringQuery(f"{t.name} (after close)", t.period, t.deadline, t.final_work, t.longest_job, t.final_work)
+        RecurringQuery(
+            f"{t.name} (after close)",
+            t.period,
+            t.deadline,
+            t.final_work,
+            0.0 if together else t.longest_job,
+            t.final_work,
+        )
         for t in tasks
         if t.final_work > 0
     ]
@@ -294,12 +309,12 @@ def _quantile(values: list[int | None], level: float) -> int | None:
 
 def _phase(
     draws: list[list[RecurringQuery]],
-    split: Callable[[Sequence[RecurringQuery]], list[RecurringQuery]] | None,
+    split: Callable[[Sequence[RecurringQuery]], list[RecurringQuery]],
     level: float,
     speedup: Speedup,
 ) -> PhaseCapacity:
     """The phase's capacity at `level` over the draws, and who needs it in the draw that set it."""
-    phased = draws if split is None else [split(d) for d in draws]
+    phased = [split(d) for d in draws]
     cores: list[int | None] = []
     for tasks in phased:
         hint = next((c for c in reversed(cores) if c is not None), 1)
@@ -328,12 +343,11 @@ def capacity(
         raise ValueError("capacity needs at least one query")
     uncertain = any(d.cost_spread or d.rate_spread for d in demands)
     rng = random.Random(seed)
-    draws = [_draw(demands, rng) for _ in range(samples)] if uncertain else [_draw(demands, None)]
+    draws = [_draw(demands, rng, speedup) for _ in range(samples)] if uncertain else [_draw(demands, None, speedup)]
     per_phase = 1 - (1 - confidence) / 2
     return Capacity(
         open=_phase(draws, open_tasks, per_phase, speedup),
         closed=_phase(draws, closed_tasks, per_phase, speedup),
-        constant=_phase(draws, None, confidence, speedup),
         confidence=confidence,
         speedup=speedup,
     )
@@ -362,6 +376,28 @@ def intervals(tasks: Sequence[RecurringQuery], result: Capacity) -> list[Interva
 def _cycles(task: RecurringQuery, tasks: Sequence[RecurringQuery]) -> int:
     """How many of `task`'s windows close before the latest first deadline."""
     return max(1, math.ceil(max(t.deadline for t in tasks) / task.period))
+
+
+def describe(tasks: Sequence[RecurringQuery], result: Capacity) -> list[str]:
+    """The capacity per phase and per interval of the first window cycle, and who needs the peak."""
+
+    def cores(phase: PhaseCapacity) -> str:
+        if phase.cores is None:
+            return f"more than {result.speedup.max_cores} cores (no more help)"
+        return f"{phase.cores} core{'' if phase.cores == 1 else 's'}"
+
+    lines = [
+        f"capacity for every deadline with probability {result.confidence:g} (speedup: {result.speedup.source}):",
+        f"  while the windows are open: {cores(result.open)}",
+        f"  once a window has closed:   {cores(result.closed)}",
+        "per interval of the window cycle (seconds from a common start of the windows):",
+    ]
+    for interval in intervals(tasks, result):
+        due = f"final work due: {', '.join(interval.closed)}" if interval.closed else "windows open"
+        count = "-" if interval.cores is None else str(interval.cores)
+        lines.append(f"  {interval.start:>8g} - {interval.end:<8g} s {count:>3} cores  {due}")
+    lines.append(f"peak: {cores(result.peak)}, needed by {result.peak.needed_by} (what fixed provisioning holds)")
+    return lines
 
 
 def residual_spread(measured: Iterable[tuple[float, float]], model: LinearCost | PiecewiseLinearCost) -> float:

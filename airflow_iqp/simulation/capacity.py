@@ -2,8 +2,8 @@
 
 Three controllers lease cores from a `planning.elastic.LeasePool` billed by the same BTU:
 
-* `fixed`: the smallest constant capacity for which admission holds at the confidence, leased
-  from the windows' start until the last job ends (provisioning for the peak);
+* `fixed`: the capacity model's peak, leased from the windows' start until the last job ends
+  (provisioning for the peak);
 * `elastic`: the capacity model's plan (`planning.capacity`): the open phase's cores while
   the windows are open, the closed phase's from their close until every query is done; cores
   the plan no longer needs go at the end of their paid unit, unless it needs them again;
@@ -180,7 +180,7 @@ def table(
     for delta in deltas:
         queries = experiment.workload(delta)
         model = plan(queries, experiment, confidence, speedup)
-        feasible = None not in (model.open.cores, model.closed.cores, model.constant.cores)
+        feasible = None not in (model.open.cores, model.closed.cores)
         rows[delta] = (model, run(queries, experiment, model, controllers, btu) if feasible else [])
     return rows
 
@@ -197,12 +197,13 @@ def run(
     """
     if unknown := [c for c in controllers if c not in CONTROLLERS]:
         raise ValueError(f"unknown controller {unknown[0]!r}; choose from {', '.join(CONTROLLERS)}")
-    fixed, opened, closed = model.constant.cores, model.open.cores, model.closed.cores
-    if fixed is None or opened is None or closed is None:
+    opened, closed = model.open.cores, model.closed.cores
+    if opened is None or closed is None:
         raise ValueError(
             f"no capacity up to {model.speedup.max_cores} cores meets every deadline "
             f"(needed by {model.peak.needed_by}): the speedup model flattens there"
         )
+    fixed = max(opened, closed, 1)
     start = min(q.submit_at if q.submit_at is not None else q.arrival.first_arrival for q in queries)
     close = max(q.window_end for q in queries)
     noise = replace(experiment.noise, margin=0.0)
@@ -210,11 +211,11 @@ def run(
     for name in controllers:
         cores: Fixed | Planned | Reactive
         if name == "fixed":
-            cores = Fixed(max(fixed, 1), model.speedup, btu, start)
+            cores = Fixed(fixed, model.speedup, btu, start)
         elif name == "elastic":
             cores = Planned(opened, closed, close, model.speedup, btu)
         else:
-            cores = Reactive(experiment.tau_max, max(fixed, 1), model.speedup, btu)
+            cores = Reactive(experiment.tau_max, fixed, model.speedup, btu)
         result = simulate(
             queries, policy=Policy.EDF, alpha=experiment.alpha, tau_max=experiment.tau_max, noise=noise, cores=cores
         )

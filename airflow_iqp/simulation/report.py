@@ -47,19 +47,19 @@ def table_lines(table: Table) -> list[str]:
 
 
 def capacity_lines(rows: dict[float, tuple[Capacity, list[Run]]], queries: int, btu: float) -> list[str]:
-    """The elastic-capacity table: per delta, the plan (cores while the windows are open, after
-    they close, and constant) and per controller the deadlines met and the billed core-seconds.
+    """The elastic-capacity table: per delta, the plan (cores while the windows are open and
+    after they close) and per controller the deadlines met and the billed core-seconds.
     """
     first = next(iter(rows.values()))[0]
     controllers = [r.controller for r in next((runs for _, runs in rows.values() if runs), [])]
     lines = [
         f"speedup: {first.speedup.source}; capacity at confidence {first.confidence:g}; BTU {btu:g} s",
-        "plan: cores while the windows are open / after they close / constant (who needs the peak); "
+        "plan: cores while the windows are open / after they close (who needs the peak); "
         "cells: deadlines met / queries, billed core-seconds (most cores held)",
         f"{'delta':>6} {'plan':>28}" + "".join(f"{name:>{CELL + 6}}" for name in controllers),
     ]
     for delta, (model, runs) in rows.items():
-        cores = "/".join("-" if p.cores is None else str(p.cores) for p in (model.open, model.closed, model.constant))
+        cores = "/".join("-" if p.cores is None else str(p.cores) for p in (model.open, model.closed))
         plan = f"{cores} ({model.peak.needed_by})"
         if not runs:
             lines.append(

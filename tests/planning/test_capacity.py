@@ -118,25 +118,27 @@ def test_a_higher_confidence_or_a_wider_spread_never_needs_fewer_cores(
         result = capacity(
             [QueryDemand(t, s, s / 2) for t in tasks], confidence=confidence, speedup=LINEARISH, samples=40
         )
-        return tuple(99.0 if p.cores is None else p.cores for p in (result.open, result.closed, result.constant))
+        return tuple(99.0 if p.cores is None else p.cores for p in (result.open, result.closed))
 
     exact = cores(0.5, 0.0)
     low, high = cores(0.5, spread), cores(0.95, spread)
     assert all(a <= b for a, b in zip(low, high))
     assert exact == tuple(
         99.0 if p.cores is None else p.cores
-        for p in (lambda r: (r.open, r.closed, r.constant))(
+        for p in (lambda r: (r.open, r.closed))(
             capacity([QueryDemand(t) for t in tasks], confidence=0.99, speedup=LINEARISH)
         )
     ), "without a spread the confidence does not matter"
 
 
-def test_the_constant_capacity_never_needs_more_than_the_closed_phase() -> None:
-    tasks = [window("a", 60.0, 20.0, 130.0), window("b", 30.0, 10.0, 115.0)]
-    result = capacity([QueryDemand(t) for t in tasks], speedup=LINEARISH)
-    assert result.constant.cores is not None
-    assert result.closed.cores is not None
-    assert result.constant.cores <= result.closed.cores
+def test_final_works_released_at_one_close_are_not_blocked_by_each_other() -> None:
+    # No early work: with both windows closing together nothing can hold the resource when the
+    # final works are released (20 s due in 10 s: 2 cores); with different windows, b's 8 s job
+    # may have started just before a's close ((20 + 8) / 3 <= 10: 3 cores).
+    together = [window("a", 20.0, 20.0, 110.0, 8.0), window("b", 20.0, 20.0, 140.0, 8.0)]
+    assert smallest(closed_tasks(together), LINEARISH) == 2
+    apart = [together[0], RecurringQuery("b", 120.0, 170.0, 20.0, 8.0, 20.0)]
+    assert smallest(closed_tasks(apart), LINEARISH) == 3
 
 
 def test_the_residual_spread_of_a_fitted_file_is_the_std_of_its_relative_errors() -> None:
