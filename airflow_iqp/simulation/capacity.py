@@ -191,9 +191,11 @@ def run(
     model: Capacity,
     controllers: Sequence[str] = CONTROLLERS,
     btu: float = BTU,
+    threshold: float | None = None,
 ) -> list[Run]:
     """Run the queries under each controller (EDF with MinBatch), sized by `model`; the jobs
-    meet the experiment's noise.
+    meet the experiment's noise. The reactive controller scales up on more than `threshold`
+    one-core seconds of ready work (default tau_max: more than one batch's worth).
     """
     if unknown := [c for c in controllers if c not in CONTROLLERS]:
         raise ValueError(f"unknown controller {unknown[0]!r}; choose from {', '.join(CONTROLLERS)}")
@@ -215,7 +217,7 @@ def run(
         elif name == "elastic":
             cores = Planned(opened, closed, close, model.speedup, btu)
         else:
-            cores = Reactive(experiment.tau_max, fixed, model.speedup, btu)
+            cores = Reactive(experiment.tau_max if threshold is None else threshold, fixed, model.speedup, btu)
         result = simulate(
             queries, policy=Policy.EDF, alpha=experiment.alpha, tau_max=experiment.tau_max, noise=noise, cores=cores
         )
