@@ -46,7 +46,8 @@ def main() -> int:
         model = capacity.plan(planning.workload(delta), planning)
         if model.open.cores is None or model.closed.cores is None:
             print(
-                f"{delta:>5.1f}    - no capacity up to {model.speedup.max_cores} cores (needed by {model.peak.needed_by})"
+                f"{delta:>5.1f}    - no capacity up to {model.speedup.max_cores} cores "
+                f"(needed by {model.peak.needed_by})"
             )
             continue
         for seed in SEEDS:
