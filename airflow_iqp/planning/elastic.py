@@ -26,8 +26,8 @@ class Lease:
     end: float | None = None
 
     def held(self, now: float) -> bool:
-        """Still leased at `now` (a release at the end of its unit has not come yet)."""
-        return self.end is None or self.end > now
+        """Leased at `now` (and a release at the end of its unit has not come yet)."""
+        return self.start <= now and (self.end is None or self.end > now)
 
     def unit_end(self, now: float, btu: float) -> float:
         """The end of the unit being paid at `now` (at least the first unit's)."""
