@@ -395,7 +395,7 @@ def describe(tasks: Sequence[RecurringQuery], result: Capacity) -> list[str]:
     for interval in intervals(tasks, result):
         due = f"final work due: {', '.join(interval.closed)}" if interval.closed else "windows open"
         count = "-" if interval.cores is None else str(interval.cores)
-        lines.append(f"  {interval.start:>8g} - {interval.end:<8g} s {count:>3} cores  {due}")
+        lines.append(f"  {interval.start:>8g} - {f'{interval.end:g} s':<10} {count:>3} cores  {due}")
     lines.append(f"peak: {cores(result.peak)}, needed by {result.peak.needed_by} (what fixed provisioning holds)")
     return lines
 
