@@ -66,9 +66,11 @@ def capacity_demand(task: RecurringQuery, model: CostModel) -> QueryDemand:
         return QueryDemand(task)
     document = json.loads(model.source.read_text())
     section = document["paths"][model.path.value]["partial"]
-    measured = [(m["tuples"], m["seconds"]) for m in section.get("measured", [])]
-    cpus = document.get("machine", {}).get("cpus", 1)
-    return QueryDemand(task, cost_spread=residual_spread(measured, model.partial), measured_cores=cpus)
+    entries = [m for m in section.get("measured") or [] if isinstance(m, dict)]
+    measured = [(m["tuples"], m["seconds"]) for m in entries if {"tuples", "seconds"} <= m.keys()]
+    cpus = (document.get("machine") or {}).get("cpus")
+    cores = cpus if isinstance(cpus, int) and cpus >= 1 else 1  # unknown: as timed on one core
+    return QueryDemand(task, cost_spread=residual_spread(measured, model.partial), measured_cores=cores)
 
 
 def declarations(folder: Path) -> tuple[list[Declaration], dict[Path, InvalidDeclaration]]:
