@@ -10,6 +10,7 @@ Exit 0 when every deadline holds, 1 when one fails or a DAG file's declaration i
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,8 @@ from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.declaration import RUNS_ON, ArrivalRate
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning.admission import admit, blocking
+from airflow_iqp.planning.capacity import QueryDemand, capacity, describe, residual_spread
+from airflow_iqp.planning.cost_model_file import FittedCostModel
 from airflow_iqp.runtime.demand import window_demand
 
 if TYPE_CHECKING:
@@ -41,7 +44,33 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=ExecutionPath.SPARK_CONNECT.value,
         help="which fitted model prices the jobs (default spark_connect, as the demo runs)",
     )
+    p.add_argument(
+        "--capacity",
+        action="store_true",
+        help="also print the fewest cores per interval of the window cycle for which every deadline holds",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        default=0.95,
+        help="with --capacity: the probability of meeting every deadline it is sized for (default 0.95)",
+    )
     p.set_defaults(func=run)
+
+
+def capacity_demand(task: RecurringQuery, model: CostModel) -> QueryDemand:
+    """The task with its file's residual spread (of its measured partials) and the cores it was
+    timed on; a declared rate has no spread.
+    """
+    if not isinstance(model, FittedCostModel):
+        return QueryDemand(task)
+    document = json.loads(model.source.read_text())
+    section = document["paths"][model.path.value]["partial"]
+    entries = [m for m in section.get("measured") or [] if isinstance(m, dict)]
+    measured = [(m["tuples"], m["seconds"]) for m in entries if {"tuples", "seconds"} <= m.keys()]
+    cpus = (document.get("machine") or {}).get("cpus")
+    cores = cpus if isinstance(cpus, int) and cpus >= 1 else 1  # unknown: as timed on one core
+    return QueryDemand(task, cost_spread=residual_spread(measured, model.partial), measured_cores=cores)
 
 
 def declarations(folder: Path) -> tuple[list[Declaration], dict[Path, InvalidDeclaration]]:
@@ -151,4 +180,7 @@ def run(args: argparse.Namespace) -> int:
     admission = admit(tasks)
     print(f"{len(tasks)} queries of {args.dags_folder} on one shared resource, priced on {path.value}:")
     print("\n".join(report(tasks, admission)))
+    if args.capacity:
+        demands = [capacity_demand(t, model) for t, (_, _, model) in zip(tasks, queries)]
+        print("\n".join(describe(tasks, capacity(demands, confidence=args.confidence))))
     return 0 if admission.feasible and not invalid else 1

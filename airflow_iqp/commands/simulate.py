@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow_iqp.example_files import example_dir
 from airflow_iqp.planning.cost_model_file import PATHS
-from airflow_iqp.simulation import protocol, report, workload
+from airflow_iqp.simulation import capacity, protocol, report, workload
 from airflow_iqp.simulation.engine import Noise
 from airflow_iqp.tpch.replay import PROFILES
 from airflow_iqp.validation import number
@@ -72,6 +72,28 @@ def columns_arg(text: str) -> tuple[protocol.Column, ...]:
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"lists a policy twice: {text!r}")
     return tuple(by_name[name] for name in names)
+
+
+def controllers_arg(text: str) -> tuple[str, ...]:
+    """--capacity: a comma-separated subset of the capacity controllers, in the order given."""
+    names = tuple(name.strip() for name in text.split(",") if name.strip())
+    known = ", ".join(capacity.CONTROLLERS)
+    if not names or any(n not in capacity.CONTROLLERS for n in names):
+        raise argparse.ArgumentTypeError(f"choose a comma-separated list of {known}, got {text!r}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"lists a controller twice: {text!r}")
+    return names
+
+
+def confidence_arg(text: str) -> float:
+    """--confidence: a probability strictly between 0 and 1."""
+    try:
+        value = number(float(text), "value", above=0)
+    except ValueError:
+        value = 1.0
+    if value >= 1:
+        raise argparse.ArgumentTypeError(f"must be a probability between 0 and 1 (e.g. 0.95), got {text!r}")
+    return value
 
 
 def register(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -141,6 +163,21 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         "also edf-margin,llf-margin,edf-idle-margin,llf-idle-margin)",
     )
     p.add_argument("--png", type=Path, help="also draw the table: deadlines met and cost per delta and policy")
+    p.add_argument(
+        "--capacity",
+        type=controllers_arg,
+        help="compare elastic capacity instead of policies (EDF with MinBatch on cores leased by the BTU): "
+        "a comma-separated subset of elastic,fixed,reactive",
+    )
+    p.add_argument(
+        "--btu", type=positive_arg, default=capacity.BTU, help="billing time unit of a core (s), with --capacity"
+    )
+    p.add_argument(
+        "--confidence",
+        type=confidence_arg,
+        default=capacity.CONFIDENCE,
+        help="probability of meeting every deadline the capacity is sized for, with --capacity (default 0.95)",
+    )
     p.set_defaults(func=run)
 
 
@@ -182,6 +219,11 @@ def run(args: argparse.Namespace) -> int:
         )
     noise = Noise(args.spread, args.margin, args.seed)
     experiment = protocol.Experiment(queries, window_end, order, args.alpha, args.tau_max, noise)
+    if args.capacity:
+        compared = capacity.table(experiment, protocol.DELTAS, args.capacity, btu=args.btu, confidence=args.confidence)
+        lines = report.capacity_lines(compared, len(queries), args.btu)
+        print("\n".join([*report.setting(experiment, source, f"{args.order} order", files), *lines]))
+        return 0
     table = experiment.run(args.policies)
     order_text = f"{args.order} order{f' (seed {args.seed})' if args.order == 'random' else ''}"
     if args.spread:

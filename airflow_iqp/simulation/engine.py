@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_iqp.constants import JobKind
 from airflow_iqp.dynamic import QueryState, check_policy, inserted_idle, next_ready_time, ready_job
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow_iqp.dynamic import Job
+    from airflow_iqp.planning.capacity import Speedup
     from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 
@@ -110,15 +111,34 @@ class Noise:
         return math.exp(math.sqrt(sigma2) * z - sigma2 / 2)
 
 
+class Cores(Protocol):
+    """Elastic capacity: how many cores the resource holds when a job is granted (the job runs
+    on all of them and takes its one-core time over `speedup.at(cores)`), told when the
+    resource has nothing ready and when everything is done, so that it can lease and release.
+    """
+
+    speedup: Speedup
+
+    def grant(self, now: float, backlog: float) -> int:
+        """Cores (>= 1) for the job granted at `now`; `backlog`: one-core seconds of every ready job."""
+
+    def idle(self, now: float) -> None:
+        """Nothing is ready at `now`."""
+
+    def finish(self, now: float) -> None:
+        """Every query's window ended at `now`."""
+
+
 @dataclass(frozen=True)
 class LogEntry:
-    """One job on the resource, from `start` to `end`."""
+    """One job on the resource, from `start` to `end`, on `cores` cores."""
 
     query: str
     kind: JobKind
     size: int  # tuples of a partial; partials merged by a merge
     start: float
     end: float
+    cores: int = 1
 
 
 @dataclass(frozen=True)
@@ -223,11 +243,14 @@ def simulate(
     min_batch: bool = True,
     idle: bool = False,
     noise: Noise | None = None,
+    cores: Cores | None = None,
 ) -> SimResult:
     """Run every query's window to its final merge; `min_batch=False` is the traditional
     baseline, `idle=True` lets the resource wait for a job of an earlier deadline about to be
     released rather than start a job it would miss its deadline behind (inserted idle time).
     With `noise`, jobs take other than the model's cost and the scheduler plans with its margin.
+    With `cores`, each job runs on the cores it grants (one core, the model's time, without);
+    the scheduler still estimates on one core.
     """
     chosen_policy = check_policy(policy)
     _check(queries, alpha, tau_max)
@@ -247,6 +270,8 @@ def simulate(
             else:
                 w.idle(now)
         if not jobs:
+            if cores is not None:
+                cores.idle(now)
             later = min(next_ready_time(w.state, now, min_batch) for w in waiters)
             if not now < later < math.inf:
                 raise RuntimeError(f"simulation stalled at {now}: next event at {later}")
@@ -260,8 +285,12 @@ def simulate(
             continue
         job, state = jobs[first.request], first.state
         seconds = _actual(models[job.query], job, state.batches, noise)
+        granted = 1
+        if cores is not None:
+            granted = cores.grant(now, math.fsum(j.cost for j in jobs.values()))
+            seconds /= cores.speedup.at(granted)
         end = now + seconds
-        log.append(LogEntry(job.query, job.kind, job.size, now, end))
+        log.append(LogEntry(job.query, job.kind, job.size, now, end, granted))
         first.served(now, end)
         state.spent += seconds
         if job.kind == JobKind.MERGE:
@@ -272,6 +301,8 @@ def simulate(
             if state.all_processed and state.batches == 1:
                 state.finish = finish[state.name] = end  # one batch: nothing to merge
         now = end
+    if cores is not None:
+        cores.finish(now)
     return SimResult(
         outcomes={s.name: Outcome(finish[s.name], s.deadline, s.batches, s.spent) for s in states},
         log=log,

@@ -11,6 +11,8 @@ if TYPE_CHECKING:
 
     from matplotlib.figure import Figure
 
+    from airflow_iqp.planning.capacity import Capacity
+    from airflow_iqp.simulation.capacity import Run
     from airflow_iqp.simulation.protocol import Experiment, Table
 
 CELL = 16  # characters per column of the table
@@ -41,6 +43,31 @@ def table_lines(table: Table) -> list[str]:
     for delta, row in table.rows.items():
         cells = "".join(f"{f'{r.met_count}/{table.queries} {r.normalized_cost:.2f}x':>{CELL}}" for r in row)
         lines.append(f"{delta:>6.1f}{cells}")
+    return lines
+
+
+def capacity_lines(rows: dict[float, tuple[Capacity, list[Run]]], queries: int, btu: float) -> list[str]:
+    """The elastic-capacity table: per delta, the plan (cores while the windows are open and
+    after they close) and per controller the deadlines met and the billed core-seconds.
+    """
+    first = next(iter(rows.values()))[0]
+    controllers = [r.controller for r in next((runs for _, runs in rows.values() if runs), [])]
+    lines = [
+        f"speedup: {first.speedup.source}; capacity at confidence {first.confidence:g}; BTU {btu:g} s",
+        "plan: cores while the windows are open / after they close (who needs the peak); "
+        "cells: deadlines met / queries, billed core-seconds (most cores held)",
+        f"{'delta':>6} {'plan':>28}" + "".join(f"{name:>{CELL + 6}}" for name in controllers),
+    ]
+    for delta, (model, runs) in rows.items():
+        cores = "/".join("-" if p.cores is None else str(p.cores) for p in (model.open, model.closed))
+        plan = f"{cores} ({model.peak.needed_by})"
+        if not runs:
+            lines.append(
+                f"{delta:>6.1f} {plan:>28}  no capacity up to {model.speedup.max_cores} cores meets every deadline"
+            )
+            continue
+        cells = "".join(f"{f'{r.result.met_count}/{queries} {r.billed:.0f} ({r.peak})':>{CELL + 6}}" for r in runs)
+        lines.append(f"{delta:>6.1f} {plan:>28}{cells}")
     return lines
 
 

@@ -114,3 +114,26 @@ def test_an_invalid_declaration_fails_the_check(tmp_path: Path, capsys: pytest.C
 def test_a_folder_that_is_not_there_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_capacity_prints_the_cores_per_interval_and_who_needs_the_peak(
+    tmp_path: Path, demo_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def phases(folder: Path) -> dict[str, int]:
+        assert main(["check", str(folder), "--capacity", "--confidence", "0.9"]) == 0
+        out = capsys.readouterr().out
+        assert "capacity for every deadline with probability 0.9 (speedup: default until measured" in out
+        assert re.search(r"^peak: \d+ cores?, needed by tight_q6 \(after close\) \(what fixed", out, re.MULTILINE)
+        assert re.search(r"^ +120 - .* s +\d+ cores  final work due: .*tight_q6", out, re.MULTILINE)
+        found = re.findall(r"^  (while the windows are open|once a window has closed)[^:]*: +(\d+) core", out, re.M)
+        return {phase: int(cores) for phase, cores in found}
+
+    loose, tight = tmp_path / "loose", tmp_path / "tight"
+    dag_file(loose, "tight_q6", "q6", deadline=60)
+    dag_file(tight, "tight_q6", "q6", deadline=20)
+    loose_cores, tight_cores = phases(loose), phases(tight)
+    assert len(loose_cores) == len(tight_cores) == 2
+    assert tight_cores["once a window has closed"] > loose_cores["once a window has closed"], (
+        "a tighter deadline needs more"
+    )
+    assert tight_cores["while the windows are open"] <= tight_cores["once a window has closed"]

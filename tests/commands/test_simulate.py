@@ -151,3 +151,29 @@ def test_the_default_models_are_the_ones_the_package_ships(capsys: pytest.Captur
     assert main(["simulate", "--policies", "edf"]) == 0
     shipped = len(list(EXAMPLE_COST_MODELS.glob("*.json")))
     assert f"{shipped} queries from 4500 files" in capsys.readouterr().out
+
+
+def test_capacity_compares_the_controllers_per_delta(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--cost-models", str(models(tmp_path)), "--capacity", "elastic,fixed,reactive", "--btu", "60"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "capacity at confidence 0.95; BTU 60 s" in out
+    row = next(line for line in out.splitlines() if line.startswith("   1.0 "))
+    cells = re.findall(r"(\d+)/2 (\d+) \((\d+)\)", row)  # met, billed core-seconds, most cores, per controller
+    assert [met for met, _, _ in cells] == ["2", "2", "2"]
+    billed = [float(b) for _, b, _ in cells]
+    assert billed[0] < billed[1], "elastic leases nothing while the windows are open: all work is after"
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["--capacity", "elastic,static"], "--capacity"),
+        (["--confidence", "1"], "--confidence"),
+        (["--btu", "0"], "--btu"),
+    ],
+)
+def test_a_bad_capacity_option_is_named(argv: list[str], option: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", *argv])
+    assert f"argument {option}" in capsys.readouterr().err
