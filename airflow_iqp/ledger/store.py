@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from airflow_iqp.constants import BatchReason, BatchStatus, Mode, WindowStatus
+from airflow_iqp.constants import CLOSED_WINDOW_STATES, BatchReason, BatchStatus, Mode, WindowStatus
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import lookup
 from airflow_iqp.ledger.files import (
@@ -77,7 +77,6 @@ __all__ = [
 ]
 
 NOT_STARTED = (BatchStatus.PLANNED, BatchStatus.WAITING)
-CLOSED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 def register_query(
@@ -177,7 +176,7 @@ def record_plan(
     if window is None:
         window = Window(query_id=query_id, window_start=window_start)
         session.add(window)
-    elif window.status in CLOSED:
+    elif window.status in CLOSED_WINDOW_STATES:
         _reopen(session, window)
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
     window.backfill = backfill
@@ -347,7 +346,7 @@ def record_merge(
     """Close the window; returns whether it met its deadline (a failed merge never does), or None
     for a backfilled window: its deadline had passed before it was planned, so it has none to meet.
     """
-    if status not in CLOSED:
+    if status not in CLOSED_WINDOW_STATES:
         raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
     window = lookup.window(session, window_id)
     window.status, window.actual_finish = status, actual_finish
@@ -392,7 +391,7 @@ def record_forecast(session: Session, window_id: int, predicted_finish: datetime
     """
     session.execute(
         update(Window)
-        .where(Window.id == window_id, Window.status.not_in(CLOSED))
+        .where(Window.id == window_id, Window.status.not_in(CLOSED_WINDOW_STATES))
         .values(predicted_finish=predicted_finish)
     )
 

@@ -20,6 +20,7 @@ from sqlalchemy.orm import selectinload
 
 from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
+    OPEN_WINDOW_STATES,
     BatchStatus,
     ExecutionPath,
     JobKind,
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.learning.cost import Observation
 
-OPEN_WINDOWS = (WindowStatus.PLANNED, WindowStatus.RUNNING)
 # The window start in a run id of the window timetable: `..._window_<start>_<end>[_at_<trigger>]`.
 _RUN_WINDOW = re.compile(r"window_(?P<start>[^_]+)_")
 
@@ -214,7 +214,7 @@ def watched_windows(session: Session, query_rows: Iterable[QueryRow], since: dat
         select(Window)
         .where(
             Window.query_id.in_(dags),
-            or_(Window.deadline >= since, Window.status.in_(OPEN_WINDOWS)),
+            or_(Window.deadline >= since, Window.status.in_(OPEN_WINDOW_STATES)),
         )
         .options(selectinload(Window.batches))
         .order_by(Window.deadline.desc())
@@ -283,7 +283,7 @@ def open_work(session: Session) -> OpenWork:
     found = list(
         session.scalars(
             select(Window)
-            .where(Window.status.in_(OPEN_WINDOWS))
+            .where(Window.status.in_(OPEN_WINDOW_STATES))
             .options(selectinload(Window.batches))
             .order_by(Window.deadline, Window.id)
         )
