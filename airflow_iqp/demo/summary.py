@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from airflow_iqp.constants import BatchStatus
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+from airflow_iqp.ledger.rows import window_row as ledger_window
 from airflow_iqp.tables import format_table
 
 if TYPE_CHECKING:
@@ -16,57 +18,72 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
-
-@dataclass(frozen=True)
-class BatchRow:
-    """One batch of a demo window, as the ledger recorded it."""
-
-    query: str
-    index: int
-    status: str
-    attempts: int
-    files: int
-    tuples: int | None
-    release: datetime
-    planned_start: datetime
-    actual_start: datetime | None
-    actual_end: datetime | None
-    predicted_cost: float
-    actual_cost: float | None
-
-    @property
-    def wait_s(self) -> float | None:
-        """Release (its last file due) to the job starting: trigger, scheduler, dispatcher."""
-        return None if self.actual_start is None else (self.actual_start - self.release).total_seconds()
+    from airflow_iqp.constants import WindowStatus
+    from airflow_iqp.ledger.rows import BatchRow
+    from airflow_iqp.ledger.rows import WindowRow as LedgerWindow
 
 
 @dataclass(frozen=True)
 class WindowRow:
-    """One demo window: plan against outcome, and its batches."""
+    """One demo window: the ledger's row, its plan's cost against the measured one, and the
+    demo's own check of its result.
+    """
 
-    query: str
-    window_start: datetime
-    window_end: datetime
-    deadline: datetime
-    status: str
-    batches_done: int
-    batches_planned: int
-    expected_tuples: int
-    tuples: int | None
+    window: LedgerWindow
     predicted_cost: float  # partial jobs plus the merge, as planned
     actual_cost: float | None  # partial jobs plus the merge, as measured
-    predicted_finish: datetime | None
-    actual_finish: datetime | None
-    deadline_met: bool | None
-    result_location: str | None
-    batches: tuple[BatchRow, ...]
     result_rows: int | None = None
     verified: bool | None = None  # equal to single-pass Spark SQL; None: not checked
 
     @property
+    def query(self) -> str:
+        """The DAG the demo ran the window in."""
+        return self.window.dag_id
+
+    @property
+    def status(self) -> WindowStatus:
+        """The ledger's status of the window."""
+        return self.window.status
+
+    @property
     def finished(self) -> bool:
         """Merged or failed: nothing more will happen to the window."""
-        return self.status in ("merged", "failed")
+        return self.window.finished
+
+    @property
+    def batches(self) -> tuple[BatchRow, ...]:
+        """The window's batches as the ledger holds them."""
+        return self.window.batches
+
+    @property
+    def window_start(self) -> datetime:
+        """Where the window starts."""
+        return self.window.window_start
+
+    @property
+    def window_end(self) -> datetime:
+        """Where the window ends."""
+        return self.window.window_end
+
+    @property
+    def deadline_met(self) -> bool | None:
+        """Whether the merge came by the deadline; None while open or for a backfill."""
+        return self.window.deadline_met
+
+    @property
+    def result_location(self) -> str | None:
+        """The published result, which the demo verifies (not the merge's work directory)."""
+        return self.window.result_uri
+
+
+def wait_s(b: BatchRow) -> float | None:
+    """Release (its last file due) to the job starting: trigger, scheduler, dispatcher."""
+    return None if b.actual_start is None else (b.actual_start - b.release).total_seconds()
+
+
+def file_count(b: BatchRow) -> int:
+    """The files a batch froze (of a join, per stream: the streams' files pair up by path)."""
+    return max((len(names) for names in (b.files or {}).values()), default=0)
 
 
 def _after(end: datetime, at: datetime | None) -> str:
@@ -99,44 +116,15 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
     if found is None:
         return None
     w, query_id = found
-    batches = tuple(
-        BatchRow(
-            query=dag_id,
-            index=b.batch_index,
-            status=b.status,
-            attempts=b.attempts,
-            files=max((len(f) for f in (b.files or {}).values()), default=0),
-            tuples=b.actual_tuples,
-            release=b.release,
-            planned_start=b.planned_start,
-            actual_start=b.actual_start,
-            actual_end=b.actual_end,
-            predicted_cost=b.predicted_cost,
-            actual_cost=b.actual_cost,
-        )
-        for b in w.batches
-    )
-    done = [b for b in batches if b.status == "done"]
+    window = ledger_window(w)
+    done = [b for b in window.batches if b.status == BatchStatus.DONE]
     merge = _merge_seconds(session, query_id, w)
     planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
     return WindowRow(
-        query=dag_id,
-        window_start=w.window_start,
-        window_end=w.window_end,
-        deadline=w.deadline,
-        status=w.status,
-        batches_done=len(done),
-        batches_planned=len(batches),
-        expected_tuples=w.expected_tuples,
-        tuples=w.actual_tuples,
-        predicted_cost=sum(b.predicted_cost for b in batches if b.status != "skipped") + planned_merge,
+        window=window,
+        predicted_cost=sum(b.predicted_cost for b in window.batches if b.status != BatchStatus.SKIPPED) + planned_merge,
         actual_cost=actual,
-        predicted_finish=w.predicted_finish,
-        actual_finish=w.actual_finish,
-        deadline_met=w.deadline_met,
-        result_location=w.result_uri,
-        batches=batches,
     )
 
 
@@ -164,16 +152,16 @@ def windows_table(rows: Sequence[WindowRow]) -> str:
     body = [
         (
             r.query,
-            f"{r.window_start:%H:%M:%S}-{r.window_end:%H:%M:%S}",
-            r.status,
-            f"{r.batches_done}/{r.batches_planned}",
-            f"{r.tuples:,}" if r.tuples is not None else None,
+            f"{r.window.window_start:%H:%M:%S}-{r.window.window_end:%H:%M:%S}",
+            r.window.status,
+            f"{sum(b.status == BatchStatus.DONE for b in r.window.batches)}/{len(r.window.batches)}",
+            f"{r.window.actual_tuples:,}" if r.window.actual_tuples is not None else None,
             f"{r.predicted_cost:.1f}s",
             f"{r.actual_cost:.1f}s" if r.actual_cost is not None else None,
-            _after(r.window_end, r.predicted_finish),
-            _after(r.window_end, r.actual_finish),
-            _after(r.window_end, r.deadline),
-            _yes_no(r.deadline_met),
+            _after(r.window.window_end, r.window.predicted_finish),
+            _after(r.window.window_end, r.window.actual_finish),
+            _after(r.window.window_end, r.window.deadline),
+            _yes_no(r.window.deadline_met),
             r.result_rows,
             _yes_no(r.verified),
         )
@@ -209,13 +197,13 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
             b.index,
             b.status,
             b.attempts,
-            b.files,
-            f"{b.tuples:,}" if b.tuples is not None else None,
+            file_count(b),
+            f"{b.actual_tuples:,}" if b.actual_tuples is not None else None,
             at(w, b.release),
             at(w, b.planned_start),
             at(w, b.actual_start),
             at(w, b.actual_end),
-            f"{b.wait_s:.1f}s" if b.wait_s is not None else None,
+            f"{waited:.1f}s" if (waited := wait_s(b)) is not None else None,
             f"{b.predicted_cost:.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
         )

@@ -212,7 +212,8 @@ def wait(r: RequestRow, origin: datetime, now: datetime) -> Wait:
 def batch_bar(b: BatchRow, waits: list[Wait], origin: datetime) -> Bar:
     """A batch as planned (release, latest start, planned start and end) and as it ran."""
     planned_start = seconds_after(b.planned_start, origin)
-    files = sum(len(names) for names in b.files.values())
+    frozen = b.files or {}
+    files = sum(len(names) for names in frozen.values())
     return Bar(
         label=f"batch {b.index}",
         kind=JobKind.PARTIAL,
@@ -231,7 +232,7 @@ def batch_bar(b: BatchRow, waits: list[Wait], origin: datetime) -> Bar:
         planned_size=b.last_tuple - b.first_tuple + 1,
         actual_tuples=b.actual_tuples,
         attempts=b.attempts,
-        files=b.files,
+        files=frozen,
         file_count=files,
         waits=waits,
     )
