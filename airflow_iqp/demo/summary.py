@@ -10,7 +10,8 @@ from sqlalchemy import select
 
 from airflow_iqp.constants import BatchStatus
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
-from airflow_iqp.ledger.rows import window_row as ledger_window
+from airflow_iqp.ledger.rows import WindowRow as LedgerRow
+from airflow_iqp.ledger.rows import window_row as ledger_row
 from airflow_iqp.tables import format_table
 
 if TYPE_CHECKING:
@@ -18,62 +19,19 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
-    from airflow_iqp.constants import WindowStatus
     from airflow_iqp.ledger.rows import BatchRow
-    from airflow_iqp.ledger.rows import WindowRow as LedgerWindow
 
 
-@dataclass(frozen=True)
-class WindowRow:
+@dataclass(frozen=True, kw_only=True)
+class WindowRow(LedgerRow):
     """One demo window: the ledger's row, its plan's cost against the measured one, and the
-    demo's own check of its result.
+    demo's own check of its published result.
     """
 
-    window: LedgerWindow
     predicted_cost: float  # partial jobs plus the merge, as planned
     actual_cost: float | None  # partial jobs plus the merge, as measured
     result_rows: int | None = None
     verified: bool | None = None  # equal to single-pass Spark SQL; None: not checked
-
-    @property
-    def query(self) -> str:
-        """The DAG the demo ran the window in."""
-        return self.window.dag_id
-
-    @property
-    def status(self) -> WindowStatus:
-        """The ledger's status of the window."""
-        return self.window.status
-
-    @property
-    def finished(self) -> bool:
-        """Merged or failed: nothing more will happen to the window."""
-        return self.window.finished
-
-    @property
-    def batches(self) -> tuple[BatchRow, ...]:
-        """The window's batches as the ledger holds them."""
-        return self.window.batches
-
-    @property
-    def window_start(self) -> datetime:
-        """Where the window starts."""
-        return self.window.window_start
-
-    @property
-    def window_end(self) -> datetime:
-        """Where the window ends."""
-        return self.window.window_end
-
-    @property
-    def deadline_met(self) -> bool | None:
-        """Whether the merge came by the deadline; None while open or for a backfill."""
-        return self.window.deadline_met
-
-    @property
-    def result_location(self) -> str | None:
-        """The published result, which the demo verifies (not the merge's work directory)."""
-        return self.window.result_uri
 
 
 def wait_s(b: BatchRow) -> float | None:
@@ -116,16 +74,13 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
     if found is None:
         return None
     w, query_id = found
-    window = ledger_window(w)
+    window = ledger_row(w)
     done = [b for b in window.batches if b.status == BatchStatus.DONE]
     merge = _merge_seconds(session, query_id, w)
     planned_merge = float((w.plan or {}).get("merge_cost") or 0.0)
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
-    return WindowRow(
-        window=window,
-        predicted_cost=sum(b.predicted_cost for b in window.batches if b.status != BatchStatus.SKIPPED) + planned_merge,
-        actual_cost=actual,
-    )
+    planned = sum(b.predicted_cost for b in window.batches if b.status != BatchStatus.SKIPPED) + planned_merge
+    return WindowRow(**vars(window), predicted_cost=planned, actual_cost=actual)
 
 
 def _yes_no(value: bool | None) -> str:
@@ -151,17 +106,17 @@ def windows_table(rows: Sequence[WindowRow]) -> str:
     )
     body = [
         (
-            r.query,
-            f"{r.window.window_start:%H:%M:%S}-{r.window.window_end:%H:%M:%S}",
-            r.window.status,
-            f"{sum(b.status == BatchStatus.DONE for b in r.window.batches)}/{len(r.window.batches)}",
-            f"{r.window.actual_tuples:,}" if r.window.actual_tuples is not None else None,
+            r.dag_id,
+            f"{r.window_start:%H:%M:%S}-{r.window_end:%H:%M:%S}",
+            r.status,
+            f"{sum(b.status == BatchStatus.DONE for b in r.batches)}/{len(r.batches)}",
+            f"{r.actual_tuples:,}" if r.actual_tuples is not None else None,
             f"{r.predicted_cost:.1f}s",
             f"{r.actual_cost:.1f}s" if r.actual_cost is not None else None,
-            _after(r.window.window_end, r.window.predicted_finish),
-            _after(r.window.window_end, r.window.actual_finish),
-            _after(r.window.window_end, r.window.deadline),
-            _yes_no(r.window.deadline_met),
+            _after(r.window_end, r.predicted_finish),
+            _after(r.window_end, r.actual_finish),
+            _after(r.window_end, r.deadline),
+            _yes_no(r.deadline_met),
             r.result_rows,
             _yes_no(r.verified),
         )
@@ -193,7 +148,7 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
 
     body = [
         (
-            w.query,
+            w.dag_id,
             b.index,
             b.status,
             b.attempts,

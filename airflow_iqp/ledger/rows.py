@@ -111,32 +111,29 @@ def batch_row(b: Batch) -> BatchRow:
     )
 
 
-def window_fields(w: Window) -> dict[str, Any]:
-    """The ORM window's row as keyword arguments, for `WindowRow` or a reader's subclass of it."""
-    return {
-        "id": w.id,
-        "dag_id": w.query.dag_id,
-        "query": w.query.name,
-        "run_id": w.run_id,
-        "window_start": w.window_start,
-        "window_end": w.window_end,
-        "deadline": w.deadline,
-        "expected_tuples": w.expected_tuples,
-        "actual_tuples": w.actual_tuples,
-        "plan": dict(w.plan),
-        "predicted_finish": w.predicted_finish,
-        "actual_finish": w.actual_finish,
-        "status": WindowStatus(w.status),
-        "deadline_met": w.deadline_met,
-        "result_location": w.result_location,
-        "result_uri": w.result_uri,
-        "incomplete": w.incomplete,
-        "late_files": w.late_files,
-        "backfill": w.backfill,
-        "batches": tuple(batch_row(b) for b in w.batches),
-    }
-
-
 def window_row(w: Window) -> WindowRow:
-    """The ORM window and its batches as a detached row."""
-    return WindowRow(**window_fields(w))
+    """The ORM window and its batches as a detached row; a reader with more to tell subclasses
+    `WindowRow` and builds its row from `vars()` of this one.
+    """
+    return WindowRow(
+        id=w.id,
+        dag_id=w.query.dag_id,
+        query=w.query.name,
+        run_id=w.run_id,
+        window_start=w.window_start,
+        window_end=w.window_end,
+        deadline=w.deadline,
+        expected_tuples=w.expected_tuples,
+        actual_tuples=w.actual_tuples,
+        plan=dict(w.plan),
+        predicted_finish=w.predicted_finish,
+        actual_finish=w.actual_finish,
+        status=WindowStatus(w.status),
+        deadline_met=w.deadline_met,
+        result_location=w.result_location,
+        result_uri=w.result_uri,
+        incomplete=w.incomplete,
+        late_files=w.late_files,
+        backfill=w.backfill,
+        batches=tuple(batch_row(b) for b in w.batches),
+    )

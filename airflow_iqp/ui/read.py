@@ -290,7 +290,7 @@ def _window_rows(session: Session, found: Iterable[Window], dags: dict[int, str]
     if listed:
         for request in _request_rows(session, DispatchRequest.window_id.in_(requests), dags):
             requests[request.window_id].append(request)
-    return [WindowRow(**rows.window_fields(w), requests=tuple(requests[w.id])) for w in listed]
+    return [WindowRow(**vars(rows.window_row(w)), requests=tuple(requests[w.id])) for w in listed]
 
 
 def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = None) -> list[RequestRow]:
