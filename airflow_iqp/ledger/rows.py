@@ -7,8 +7,8 @@ until it froze any.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_iqp.constants import CLOSED_WINDOW_STATES, BatchStatus, WindowStatus
 
@@ -88,26 +88,17 @@ class WindowRow:
         return "met" if self.deadline_met else "missed"
 
 
+Row = TypeVar("Row", BatchRow, WindowRow)
+
+
 def batch_row(b: Batch) -> BatchRow:
     """The ORM batch as a detached row."""
-    return BatchRow(
+    return _read(
+        BatchRow,
+        b,
         index=b.batch_index,
         status=BatchStatus(b.status),
-        first_tuple=b.first_tuple,
-        last_tuple=b.last_tuple,
-        release=b.release,
-        latest_start=b.latest_start,
-        planned_start=b.planned_start,
-        predicted_cost=b.predicted_cost,
-        actual_start=b.actual_start,
-        actual_end=b.actual_end,
-        actual_tuples=b.actual_tuples,
-        actual_cost=b.actual_cost,
-        attempts=b.attempts,
-        slot=b.slot,
-        reason=b.reason,
         files=None if b.files is None else {stream: list(uris) for stream, uris in b.files.items()},
-        output_location=b.output_location,
     )
 
 
@@ -115,25 +106,17 @@ def window_row(w: Window) -> WindowRow:
     """The ORM window and its batches as a detached row; a reader with more to tell subclasses
     `WindowRow` and builds its row from `vars()` of this one.
     """
-    return WindowRow(
-        id=w.id,
+    return _read(
+        WindowRow,
+        w,
         dag_id=w.query.dag_id,
         query=w.query.name,
-        run_id=w.run_id,
-        window_start=w.window_start,
-        window_end=w.window_end,
-        deadline=w.deadline,
-        expected_tuples=w.expected_tuples,
-        actual_tuples=w.actual_tuples,
         plan=dict(w.plan),
-        predicted_finish=w.predicted_finish,
-        actual_finish=w.actual_finish,
         status=WindowStatus(w.status),
-        deadline_met=w.deadline_met,
-        result_location=w.result_location,
-        result_uri=w.result_uri,
-        incomplete=w.incomplete,
-        late_files=w.late_files,
-        backfill=w.backfill,
         batches=tuple(batch_row(b) for b in w.batches),
     )
+
+
+def _read(row: type[Row], orm: Batch | Window, **apart: Any) -> Row:
+    """The row: `apart` as given, every other field the ORM row's column of the same name."""
+    return row(**{f.name: getattr(orm, f.name) for f in fields(row) if f.name not in apart}, **apart)
