@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from airflow_iqp.field_errors import common
 from airflow_iqp.spark.jobs.common import JobError
 from airflow_iqp.spark.jobs.locations import is_remote, local_path
 
@@ -169,14 +170,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 def _describe(error: ErrorDetails) -> str:
     """One pydantic error as `<field> <what is wrong>`."""
-    where, kind, message = _where(error["loc"]), error["type"], error["msg"]
-    if kind == "missing":
-        return f"{where} is missing"
-    if kind == "extra_forbidden":
-        return f"{_where(error['loc'][:-1])} has an unknown field {error['loc'][-1]!r}"
-    if kind == "value_error":
-        return f"{where}: {message.removeprefix('Value error, ')}"
-    return f"{where}: {message}, got {error['input']!r}"
+    return common(error, _where) or f"{_where(error['loc'])}: {error['msg']}, got {error['input']!r}"
 
 
 def read_spec(kind: type[Spec], path: Path) -> Spec:
