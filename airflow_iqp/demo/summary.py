@@ -44,6 +44,11 @@ def file_count(b: BatchRow) -> int:
     return max((len(names) for names in (b.files or {}).values()), default=0)
 
 
+def _since(origin: datetime, at: datetime | None) -> str | None:
+    """Seconds from `origin`, as the batch and grant tables show times."""
+    return None if at is None else f"{(at - origin).total_seconds():.1f}s"
+
+
 def _after(end: datetime, at: datetime | None) -> str:
     return "-" if at is None else f"{(at - end).total_seconds():+.0f}s"
 
@@ -143,9 +148,6 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
         "actual cost",
     )
 
-    def at(w: WindowRow, t: datetime | None) -> str | None:
-        return None if t is None else f"{(t - w.window_start).total_seconds():.1f}s"
-
     body = [
         (
             w.dag_id,
@@ -154,10 +156,10 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
             b.attempts,
             file_count(b),
             f"{b.actual_tuples:,}" if b.actual_tuples is not None else None,
-            at(w, b.release),
-            at(w, b.planned_start),
-            at(w, b.actual_start),
-            at(w, b.actual_end),
+            _since(w.window_start, b.release),
+            _since(w.window_start, b.planned_start),
+            _since(w.window_start, b.actual_start),
+            _since(w.window_start, b.actual_end),
             f"{waited:.1f}s" if (waited := wait_s(b)) is not None else None,
             f"{b.predicted_cost:.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
@@ -209,17 +211,14 @@ def grants_table(rows: Sequence[GrantRow], origin: datetime) -> str:
     """Seconds from `origin` (the window start); wait = registered to granted."""
     headers = ("grant", "query", "job", "why", "queued", "granted", "wait", "held", "also waiting")
 
-    def at(t: datetime | None) -> str | None:
-        return None if t is None else f"{(t - origin).total_seconds():.1f}s"
-
     body = [
         (
             r.fence,
             r.query,
             r.kind,
             r.reason,
-            at(r.registered),
-            at(r.granted),
+            _since(origin, r.registered),
+            _since(origin, r.granted),
             f"{(r.granted - r.registered).total_seconds():.1f}s",
             f"{(r.released - r.granted).total_seconds():.1f}s" if r.released else None,
             ", ".join(r.rivals) or None,
