@@ -115,3 +115,5 @@ class OnCorrupt(StrEnum):
 
 
 OPEN_REQUEST_STATES = (RequestState.WAITING, RequestState.GRANTED)
+OPEN_WINDOW_STATES = (WindowStatus.PLANNED, WindowStatus.RUNNING)
+CLOSED_WINDOW_STATES = (WindowStatus.MERGED, WindowStatus.FAILED)  # its merge ran: nothing more is planned

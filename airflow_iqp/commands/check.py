@@ -11,11 +11,11 @@ Exit 0 when every deadline holds, 1 when one fails or a DAG file's declaration i
 from __future__ import annotations
 
 import json
-import runpy
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.constants import ExecutionPath
+from airflow_iqp.dag_files import declared
 from airflow_iqp.declaration import RUNS_ON, ArrivalRate
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning.admission import admit, blocking
@@ -75,24 +75,15 @@ def capacity_demand(task: RecurringQuery, model: CostModel) -> QueryDemand:
 
 def declarations(folder: Path) -> tuple[list[Declaration], dict[Path, InvalidDeclaration]]:
     """Every intermittent query the folder's DAG files declare, and the files whose declaration is invalid."""
-    from airflow.sdk import DAG
-
-    from airflow_iqp.operators.plan import PlanWindowOperator
-
     if not folder.is_dir():
         raise ValueError(f"DAGS_FOLDER {folder} is not a directory")
     found: list[Declaration] = []
     invalid: dict[Path, InvalidDeclaration] = {}
     for path in sorted(folder.glob("*.py")):
         try:
-            namespace = runpy.run_path(str(path))
+            found.extend(declared(path).values())
         except InvalidDeclaration as err:
             invalid[path] = err
-            continue
-        for dag in (value for value in namespace.values() if isinstance(value, DAG)):
-            plan = dag.task_dict.get("plan")
-            if isinstance(plan, PlanWindowOperator):
-                found.append(plan.declaration)
     return found, invalid
 
 

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from airflow_iqp.operators.window import merge_spec, partial_spec
-from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
-from airflow_iqp.streams.assign import window_start
+from airflow_iqp.runtime.inputs import InputSpec
+from airflow_iqp.streams.assign import ORIGIN, window_start
 from airflow_iqp.streams.fetch import local_path
 
 if TYPE_CHECKING:

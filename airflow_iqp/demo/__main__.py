@@ -343,11 +343,11 @@ def verify(rows: dict[str, WindowRow], examples: list[Example], started: float) 
     checked = {}
     try:
         for query, row in rows.items():
-            if row.status != "merged" or not row.result_location:
+            if row.status != "merged" or not row.result_uri:
                 checked[query] = row
                 continue
             declaration = next(e.declaration for e in examples if e.query == query)
-            result, problems = verify_window(spark, declaration, row.window_start, row.window_end, row.result_location)
+            result, problems = verify_window(spark, declaration, row.window_start, row.window_end, row.result_uri)
             for problem in problems:
                 print(f"  {query}: {problem}")
             checked[query] = replace(row, result_rows=len(result), verified=not problems)

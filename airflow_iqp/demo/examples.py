@@ -5,11 +5,11 @@ demo's windows, deadlines and modes are the DAG files' own and cannot drift from
 from __future__ import annotations
 
 import os
-import runpy
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from airflow_iqp.dag_files import declared
 from airflow_iqp.exceptions import InvalidDeclaration
 
 if TYPE_CHECKING:
@@ -64,20 +64,12 @@ def load_examples(
     dags: Path, env: Mapping[str, str], pattern: str = PATTERN
 ) -> dict[Path, Example | InvalidDeclaration]:
     """Each example DAG file, parsed with `env` set, as its Example or the error its declaration raised."""
-    from airflow.sdk import DAG
-
-    from airflow_iqp.operators.plan import PlanWindowOperator
-
     found: dict[Path, Example | InvalidDeclaration] = {}
     with _environment(env):
         for path in sorted(dags.glob(pattern)):
             try:
-                namespace = runpy.run_path(str(path))
+                for dag_id, declaration in declared(path).items():
+                    found[path] = Example(dag_id, declaration)
             except InvalidDeclaration as err:
                 found[path] = err
-                continue
-            for dag in (value for value in namespace.values() if isinstance(value, DAG)):
-                plan = dag.get_task("plan")
-                if isinstance(plan, PlanWindowOperator):
-                    found[path] = Example(dag.dag_id, plan.declaration)
     return found

@@ -8,8 +8,11 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
+from airflow_iqp.constants import BatchStatus
 from airflow_iqp.dynamic.dispatch import RankedEntry
 from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Window
+from airflow_iqp.ledger.rows import WindowRow as LedgerRow
+from airflow_iqp.ledger.rows import window_row as ledger_row
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.tables import format_table
 
@@ -18,57 +21,34 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
-
-@dataclass(frozen=True)
-class BatchRow:
-    """One batch of a demo window, as the ledger recorded it."""
-
-    query: str
-    index: int
-    status: str
-    attempts: int
-    files: int
-    tuples: int | None
-    release: datetime
-    planned_start: datetime
-    actual_start: datetime | None
-    actual_end: datetime | None
-    predicted_cost: float
-    actual_cost: float | None
-
-    @property
-    def wait_s(self) -> float | None:
-        """Release (its last file due) to the job starting: trigger, scheduler, dispatcher."""
-        return None if self.actual_start is None else (self.actual_start - self.release).total_seconds()
+    from airflow_iqp.ledger.rows import BatchRow
 
 
-@dataclass(frozen=True)
-class WindowRow:
-    """One demo window: plan against outcome, and its batches."""
+@dataclass(frozen=True, kw_only=True)
+class WindowRow(LedgerRow):
+    """One demo window: the ledger's row, its plan's cost against the measured one, and the
+    demo's own check of its published result.
+    """
 
-    query: str
-    window_start: datetime
-    window_end: datetime
-    deadline: datetime
-    status: str
-    batches_done: int
-    batches_planned: int
-    expected_tuples: int
-    tuples: int | None
     predicted_cost: float  # partial jobs plus the merge, as planned
     actual_cost: float | None  # partial jobs plus the merge, as measured
-    predicted_finish: datetime | None
-    actual_finish: datetime | None
-    deadline_met: bool | None
-    result_location: str | None
-    batches: tuple[BatchRow, ...]
     result_rows: int | None = None
     verified: bool | None = None  # equal to single-pass Spark SQL; None: not checked
 
-    @property
-    def finished(self) -> bool:
-        """Merged or failed: nothing more will happen to the window."""
-        return self.status in ("merged", "failed")
+
+def wait_s(b: BatchRow) -> float | None:
+    """Release (its last file due) to the job starting: trigger, scheduler, dispatcher."""
+    return None if b.actual_start is None else (b.actual_start - b.release).total_seconds()
+
+
+def file_count(b: BatchRow) -> int:
+    """The files a batch froze (of a join, per stream: the streams' files pair up by path)."""
+    return max((len(names) for names in (b.files or {}).values()), default=0)
+
+
+def _since(origin: datetime, at: datetime | None) -> str | None:
+    """Seconds from `origin`, as the batch and grant tables show times."""
+    return None if at is None else f"{(at - origin).total_seconds():.1f}s"
 
 
 def _after(end: datetime, at: datetime | None) -> str:
@@ -101,45 +81,13 @@ def window_row(session: Session, dag_id: str, window_start: datetime) -> WindowR
     if found is None:
         return None
     w, query_id = found
-    batches = tuple(
-        BatchRow(
-            query=dag_id,
-            index=b.batch_index,
-            status=b.status,
-            attempts=b.attempts,
-            files=max((len(f) for f in (b.files or {}).values()), default=0),
-            tuples=b.actual_tuples,
-            release=b.release,
-            planned_start=b.planned_start,
-            actual_start=b.actual_start,
-            actual_end=b.actual_end,
-            predicted_cost=b.predicted_cost,
-            actual_cost=b.actual_cost,
-        )
-        for b in w.batches
-    )
-    done = [b for b in batches if b.status == "done"]
+    window = ledger_row(w)
+    done = [b for b in window.batches if b.status == BatchStatus.DONE]
     merge = _merge_seconds(session, query_id, w)
     planned_merge = PlanRecord.read(w.plan).merge_cost
     actual = None if merge is None else sum(b.actual_cost or 0.0 for b in done) + merge
-    return WindowRow(
-        query=dag_id,
-        window_start=w.window_start,
-        window_end=w.window_end,
-        deadline=w.deadline,
-        status=w.status,
-        batches_done=len(done),
-        batches_planned=len(batches),
-        expected_tuples=w.expected_tuples,
-        tuples=w.actual_tuples,
-        predicted_cost=sum(b.predicted_cost for b in batches if b.status != "skipped") + planned_merge,
-        actual_cost=actual,
-        predicted_finish=w.predicted_finish,
-        actual_finish=w.actual_finish,
-        deadline_met=w.deadline_met,
-        result_location=w.result_uri,
-        batches=batches,
-    )
+    planned = sum(b.predicted_cost for b in window.batches if b.status != BatchStatus.SKIPPED) + planned_merge
+    return WindowRow(**vars(window), predicted_cost=planned, actual_cost=actual)
 
 
 def _yes_no(value: bool | None) -> str:
@@ -165,11 +113,11 @@ def windows_table(rows: Sequence[WindowRow]) -> str:
     )
     body = [
         (
-            r.query,
+            r.dag_id,
             f"{r.window_start:%H:%M:%S}-{r.window_end:%H:%M:%S}",
             r.status,
-            f"{r.batches_done}/{r.batches_planned}",
-            f"{r.tuples:,}" if r.tuples is not None else None,
+            f"{sum(b.status == BatchStatus.DONE for b in r.batches)}/{len(r.batches)}",
+            f"{r.actual_tuples:,}" if r.actual_tuples is not None else None,
             f"{r.predicted_cost:.1f}s",
             f"{r.actual_cost:.1f}s" if r.actual_cost is not None else None,
             _after(r.window_end, r.predicted_finish),
@@ -202,22 +150,19 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
         "actual cost",
     )
 
-    def at(w: WindowRow, t: datetime | None) -> str | None:
-        return None if t is None else f"{(t - w.window_start).total_seconds():.1f}s"
-
     body = [
         (
-            w.query,
+            w.dag_id,
             b.index,
             b.status,
             b.attempts,
-            b.files,
-            f"{b.tuples:,}" if b.tuples is not None else None,
-            at(w, b.release),
-            at(w, b.planned_start),
-            at(w, b.actual_start),
-            at(w, b.actual_end),
-            f"{b.wait_s:.1f}s" if b.wait_s is not None else None,
+            file_count(b),
+            f"{b.actual_tuples:,}" if b.actual_tuples is not None else None,
+            _since(w.window_start, b.release),
+            _since(w.window_start, b.planned_start),
+            _since(w.window_start, b.actual_start),
+            _since(w.window_start, b.actual_end),
+            f"{waited:.1f}s" if (waited := wait_s(b)) is not None else None,
             f"{b.predicted_cost:.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
         )
@@ -268,17 +213,14 @@ def grants_table(rows: Sequence[GrantRow], origin: datetime) -> str:
     """Seconds from `origin` (the window start); wait = registered to granted."""
     headers = ("grant", "query", "job", "why", "queued", "granted", "wait", "held", "also waiting")
 
-    def at(t: datetime | None) -> str | None:
-        return None if t is None else f"{(t - origin).total_seconds():.1f}s"
-
     body = [
         (
             r.fence,
             r.query,
             r.kind,
             r.reason,
-            at(r.registered),
-            at(r.granted),
+            _since(origin, r.registered),
+            _since(origin, r.granted),
             f"{(r.granted - r.registered).total_seconds():.1f}s",
             f"{(r.released - r.granted).total_seconds():.1f}s" if r.released else None,
             ", ".join(r.rivals) or None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from airflow_iqp.constants import BatchStatus, WindowStatus
+from airflow_iqp.constants import CLOSED_WINDOW_STATES, BatchStatus, WindowStatus
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 # A batch with no work left: done, or skipped (nothing of the window was left for it).
 _NO_WORK_LEFT = (BatchStatus.DONE, BatchStatus.SKIPPED)
 # A window whose merge ran (or that failed): nothing more is run for it.
-_CLOSED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 class PlannedBatch(Protocol):
@@ -48,7 +47,7 @@ def window_remaining(status: WindowStatus, batches: Iterable[PlannedBatch], merg
     """Remaining work of a window: the predicted seconds of its unfinished batches plus its
     `merge`; none once the window is closed.
     """
-    if status in _CLOSED:
+    if status in CLOSED_WINDOW_STATES:
         return 0.0
     return sum(b.predicted_cost for b in batches if unfinished(b)) + merge
 

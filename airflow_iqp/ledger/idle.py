@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import and_, select
 
-from airflow_iqp.constants import OPEN_REQUEST_STATES, BatchStatus, JobKind, Mode, WindowStatus
+from airflow_iqp.constants import OPEN_REQUEST_STATES, OPEN_WINDOW_STATES, BatchStatus, JobKind, Mode
 from airflow_iqp.dynamic.dispatch import Upcoming
 from airflow_iqp.ledger.models import Batch, DispatchRequest, Query, Window
 from airflow_iqp.planning.record import PlanRecord
@@ -69,7 +69,7 @@ def upcoming(session: Session, now: datetime, horizon: float) -> list[Upcoming]:
         .join(Window, Window.query_id == Query.id)
         .join(Batch, Batch.window_id == Window.id)
         .where(
-            Window.status.in_((WindowStatus.PLANNED, WindowStatus.RUNNING)),
+            Window.status.in_(OPEN_WINDOW_STATES),
             Window.id.not_in(asking),
             Batch.status.not_in(FINISHED),
         )

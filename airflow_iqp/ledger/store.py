@@ -8,13 +8,12 @@ callers use for all of them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from airflow_iqp.constants import BatchReason, BatchStatus, Mode, WindowStatus
+from airflow_iqp.constants import CLOSED_WINDOW_STATES, BatchReason, BatchStatus, Mode, WindowStatus
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import lookup
 from airflow_iqp.ledger.files import (
@@ -36,6 +35,7 @@ from airflow_iqp.ledger.history import (
     window_inputs,
 )
 from airflow_iqp.ledger.models import Batch, Query, Result, Window, utcnow
+from airflow_iqp.ledger.rows import BatchRow, WindowRow, window_row
 from airflow_iqp.planning.admission import RecurringQuery
 from airflow_iqp.planning.record import PlanRecord, ReplanNote
 
@@ -46,10 +46,10 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
 __all__ = [
-    "BatchSummary",
+    "BatchRow",
     "FrozenFile",
     "ListedFile",
-    "WindowSummary",
+    "WindowRow",
     "add_dynamic_batch",
     "cost_observations",
     "fail_batch",
@@ -78,7 +78,6 @@ __all__ = [
 ]
 
 NOT_STARTED = (BatchStatus.PLANNED, BatchStatus.WAITING)
-CLOSED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 def register_query(
@@ -178,7 +177,7 @@ def record_plan(
     if window is None:
         window = Window(query_id=query_id, window_start=window_start)
         session.add(window)
-    elif window.status in CLOSED:
+    elif window.status in CLOSED_WINDOW_STATES:
         _reopen(session, window)
     window.window_end, window.deadline, window.expected_tuples = window_end, deadline, expected_tuples
     window.backfill = backfill
@@ -348,7 +347,7 @@ def record_merge(
     """Close the window; returns whether it met its deadline (a failed merge never does), or None
     for a backfilled window: its deadline had passed before it was planned, so it has none to meet.
     """
-    if status not in CLOSED:
+    if status not in CLOSED_WINDOW_STATES:
         raise ValueError(f"a merge ends a window as merged or failed, not {status!r}")
     window = lookup.window(session, window_id)
     window.status, window.actual_finish = status, actual_finish
@@ -393,113 +392,14 @@ def record_forecast(session: Session, window_id: int, predicted_finish: datetime
     """
     session.execute(
         update(Window)
-        .where(Window.id == window_id, Window.status.not_in(CLOSED))
+        .where(Window.id == window_id, Window.status.not_in(CLOSED_WINDOW_STATES))
         .values(predicted_finish=predicted_finish)
     )
 
 
-@dataclass(frozen=True)
-class BatchSummary:
-    """A batch as the ledger holds it, detached from the session."""
-
-    index: int
-    first_tuple: int
-    last_tuple: int
-    status: BatchStatus
-    attempts: int
-    planned_start: datetime
-    predicted_cost: float
-    actual_start: datetime | None
-    actual_end: datetime | None
-    actual_tuples: int | None
-    actual_cost: float | None
-    files: dict[str, list[str]] | None
-    output_location: str | None
-    slot: int | None = None
-    reason: str | None = None  # a BatchReason; the column has no CHECK, so older rows may hold others
-    release: datetime | None = None  # when its newest unit is planned to land
-
-
-@dataclass(frozen=True)
-class WindowSummary:
-    """A window and its batches as the ledger holds them, detached from the session."""
-
-    id: int
-    dag_id: str
-    query: str  # the query's name
-    run_id: str | None
-    window_start: datetime
-    window_end: datetime
-    deadline: datetime
-    expected_tuples: int
-    actual_tuples: int | None
-    predicted_finish: datetime | None
-    actual_finish: datetime | None
-    status: WindowStatus
-    deadline_met: bool | None
-    result_location: str | None
-    result_uri: str | None
-    incomplete: bool
-    late_files: int
-    plan: PlanRecord
-    batches: tuple[BatchSummary, ...]
-    backfill: bool = False
-
-    @property
-    def outcome(self) -> str | None:
-        """How the window ended: "backfilled", "met" or "missed"; None while it is open or failed."""
-        if self.status != WindowStatus.MERGED:
-            return None
-        if self.backfill:
-            return "backfilled"
-        return "met" if self.deadline_met else "missed"
-
-
-def window_summary(session: Session, window_id: int) -> WindowSummary:
+def window_summary(session: Session, window_id: int) -> WindowRow:
     """A detached snapshot of a window and its batches, safe to use after the session closes."""
-    w = lookup.window(session, window_id)
-    return WindowSummary(
-        id=w.id,
-        dag_id=w.query.dag_id,
-        query=w.query.name,
-        run_id=w.run_id,
-        window_start=w.window_start,
-        window_end=w.window_end,
-        deadline=w.deadline,
-        expected_tuples=w.expected_tuples,
-        actual_tuples=w.actual_tuples,
-        predicted_finish=w.predicted_finish,
-        actual_finish=w.actual_finish,
-        status=WindowStatus(w.status),
-        deadline_met=w.deadline_met,
-        result_location=w.result_location,
-        result_uri=w.result_uri,
-        incomplete=w.incomplete,
-        late_files=w.late_files,
-        plan=PlanRecord.read(w.plan),
-        backfill=w.backfill,
-        batches=tuple(
-            BatchSummary(
-                index=b.batch_index,
-                first_tuple=b.first_tuple,
-                last_tuple=b.last_tuple,
-                status=BatchStatus(b.status),
-                attempts=b.attempts,
-                planned_start=b.planned_start,
-                predicted_cost=b.predicted_cost,
-                actual_start=b.actual_start,
-                actual_end=b.actual_end,
-                actual_tuples=b.actual_tuples,
-                actual_cost=b.actual_cost,
-                files=b.files,
-                output_location=b.output_location,
-                slot=b.slot,
-                reason=b.reason,
-                release=b.release,
-            )
-            for b in w.batches
-        ),
-    )
+    return window_row(lookup.window(session, window_id))
 
 
 def window_id(session: Session, dag_id: str, window_start: datetime) -> int | None:

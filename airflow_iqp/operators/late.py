@@ -20,7 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchReason, BatchStatus, FileStatus, JobKind, OnLate, WindowStatus
+from airflow_iqp.constants import (
+    CLOSED_WINDOW_STATES,
+    BatchReason,
+    BatchStatus,
+    FileStatus,
+    JobKind,
+    OnLate,
+    WindowStatus,
+)
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
@@ -38,7 +46,6 @@ if TYPE_CHECKING:
     from airflow_iqp.streams.files import DataFile
 
 LATE_SLOT = -2  # the late re-merge's slot in dispatcher requests
-MERGE_STARTED = (WindowStatus.MERGED, WindowStatus.FAILED)
 
 
 class LateFilesOperator(DispatchedSparkSubmitOperator):
@@ -90,7 +97,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
                 continue
             window_id = store.window_id(session, decl.dag_id, unit.window_start)
             status = None if window_id is None else store.window_summary(session, window_id).status
-            if window_id is not None and status not in MERGE_STARTED:
+            if window_id is not None and status not in CLOSED_WINDOW_STATES:
                 continue  # its window is still running: it will take the unit
             note = "came after its window's merge started" if window_id else "its window never ran: backfill it"
             for file in unit.files:

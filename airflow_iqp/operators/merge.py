@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 MERGE_SLOT = -1  # the merge's slot in dispatcher requests: partials use their map index
 
 
-def merge_request(declaration: Declaration, window: store.WindowSummary, model: CostModel | None) -> ResourceRequest:
+def merge_request(declaration: Declaration, window: store.WindowRow, model: CostModel | None) -> ResourceRequest:
     """The merge asks for the resource with its window's deadline and its own cost."""
     partials = sum(b.status == BatchStatus.DONE for b in window.batches)
     if model is None:

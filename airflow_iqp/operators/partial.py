@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.declaration import CostModel, Declaration
-    from airflow_iqp.ledger.store import BatchSummary, WindowSummary
+    from airflow_iqp.ledger.rows import BatchRow, WindowRow
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
 
 
@@ -242,7 +242,7 @@ class BatchWork(ABC):
         """What the `plan` task handed this task."""
 
     @abstractmethod
-    def is_mine(self, batch: BatchSummary) -> bool:
+    def is_mine(self, batch: BatchRow) -> bool:
         """Whether a batch of the window in the ledger is this task's."""
 
     @abstractmethod
@@ -255,7 +255,7 @@ class BatchWork(ABC):
 
     @abstractmethod
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+        self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """The work the window still needs (merge included), the request's slot and why it runs."""
 
@@ -271,7 +271,7 @@ class BatchWork(ABC):
     def window_done(self, session: Session) -> bool:
         """Whether, every batch of the window done, no unit is left for one more: the merge may queue."""
 
-    def taken_label(self, batch: BatchSummary) -> str | None:
+    def taken_label(self, batch: BatchRow) -> str | None:
         """A new map index label once the batch is known, or None to keep the descriptor's."""
         return None
 
@@ -291,7 +291,7 @@ class StaticBatchWork(BatchWork):
         """See the base class."""
         return self.batch
 
-    def is_mine(self, batch: BatchSummary) -> bool:
+    def is_mine(self, batch: BatchRow) -> bool:
         """See the base class: the same index."""
         return batch.index == self.batch.index
 
@@ -315,7 +315,7 @@ class StaticBatchWork(BatchWork):
         return WindowInputTrigger(b.input, b.upto, batch=where)
 
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+        self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """See the base class: the plan's costs of the batches not done, and its merge."""
         return (
@@ -391,7 +391,7 @@ class DynamicSlotWork(BatchWork):
         """See the base class."""
         return self.slot
 
-    def is_mine(self, batch: BatchSummary) -> bool:
+    def is_mine(self, batch: BatchRow) -> bool:
         """See the base class: the batch this slot cut."""
         return batch.slot == self.slot.slot
 
@@ -424,7 +424,7 @@ class DynamicSlotWork(BatchWork):
         return self.slot.window_input.look()
 
     def remaining(
-        self, session: Session, window: WindowSummary, model: CostModel | None, listed: WindowSelection | None
+        self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None
     ) -> tuple[float, int, BatchReason]:
         """See the base class: with a model, the files not taken yet in MinBatch batches and the
         merge of them all; without one, the plan's merge and the costs of the batches not done.
@@ -474,7 +474,7 @@ class DynamicSlotWork(BatchWork):
         spec = self.slot
         return decide(session, spec, spec.window_input.look(), time.time()).action is SlotAction.SKIP
 
-    def taken_label(self, batch: BatchSummary) -> str | None:
+    def taken_label(self, batch: BatchRow) -> str | None:
         """The batch the slot cut: which, its units and why it fired."""
         reason = f" · {batch.reason}" if batch.reason else ""
         return f"batch {batch.index} · units {batch.first_tuple}..{batch.last_tuple}{reason}"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.streams.assign import select_window
+from airflow_iqp.streams.assign import ORIGIN, select_window
 from airflow_iqp.streams.listing import list_files
 from airflow_iqp.streams.spec import FileStream
 
@@ -21,9 +21,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
     from airflow_iqp.streams.files import DataFile
-
-# Windows count from here, as WindowTimetable's do (timetables/window.py imports Airflow, this must not need it).
-ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -38,21 +38,21 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.declaration import CostModel
-    from airflow_iqp.ledger.store import BatchSummary
+    from airflow_iqp.ledger.rows import BatchRow
 
 REPLAN_TOLERANCE: Final = 0.1  # of a batch's predicted cost: how far its end or its cost may stray
 
 _ROW = ("first_tuple", "last_tuple", "planned_start", "predicted_cost")
 
 
-def lateness(batch: BatchSummary) -> float:
+def lateness(batch: BatchRow) -> float:
     """Seconds a finished batch ended after its planned end (negative: before it)."""
     if batch.actual_end is None:
         return 0.0
     return (batch.actual_end - batch.planned_start).total_seconds() - batch.predicted_cost
 
 
-def off_plan(batch: BatchSummary) -> str | None:
+def off_plan(batch: BatchRow) -> str | None:
     """Why a finished batch is off its plan, or None when it kept to it."""
     if batch.actual_end is None or batch.actual_cost is None or batch.predicted_cost <= 0:
         return None
@@ -118,7 +118,7 @@ def replan_window(session: Session, window_id: int, index: int, model: CostModel
 
 
 def _rows(
-    tasks: list[BatchSummary], result: Replan, done: int, files: int, start: datetime, closed: datetime
+    tasks: list[BatchRow], result: Replan, done: int, files: int, start: datetime, closed: datetime
 ) -> list[dict[str, Any]]:
     """The tasks' new batch rows: the plan's batches on the last tasks, no units on the ones
     before (due when the window's next job is, which is what inserted idle time reads), and with

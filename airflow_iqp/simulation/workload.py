@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from airflow_iqp.field_errors import common
 from airflow_iqp.planning.arrival import ArrivalCurve
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 from airflow_iqp.simulation.engine import SimQuery
@@ -153,13 +154,9 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 def _describe(error: ErrorDetails) -> str:
     """One pydantic error as `<path> <what is wrong>`."""
+    if (told := common(error, _where)) is not None:
+        return told
     where, kind, message = _where(error["loc"]), error["type"], error["msg"]
-    if kind == "missing":
-        return f"{where} is missing"
-    if kind == "extra_forbidden":
-        return f"{_where(error['loc'][:-1])} has an unknown field {error['loc'][-1]!r}"
-    if kind == "value_error":
-        return f"{where}: {message.removeprefix('Value error, ')}"
     if kind == "too_short":
         return f"{where} must not be empty"
     if kind == "model_type":

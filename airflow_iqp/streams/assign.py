@@ -11,6 +11,7 @@ match the pattern). Nothing is dropped silently.
 
 from __future__ import annotations
 
+import calendar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -23,20 +24,29 @@ if TYPE_CHECKING:
     from airflow_iqp.streams.files import DataFile, StreamListing
     from airflow_iqp.streams.spec import FileStream
 
+# Where windows are counted from unless a timetable names another origin.
+ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
 
 
 def window_start(at: datetime, window: timedelta, origin: datetime) -> datetime:
     """The start of the window `at` falls in: a window includes its start, not its end.
 
-    Exact integer microseconds, as in the timetable, so a time on a boundary never rounds
-    into the neighbouring window.
+    Exact integer microseconds, so a time on a boundary never rounds into the neighbouring
+    window; the timetable calls this too, with pendulum times.
     """
     step = window // _MICROSECOND
     if step <= 0:
         raise ValueError(f"window must be positive, got {window}")
-    since_origin = (_aware(at, "at") - _aware(origin, "origin")) // _MICROSECOND
+    since_origin = _micros(_aware(at, "at")) - _micros(_aware(origin, "origin"))
     return origin.astimezone(UTC) + _MICROSECOND * (step * (since_origin // step))
+
+
+def _micros(at: datetime) -> int:
+    """Microseconds since the epoch: pendulum's differences are Intervals that do not divide
+    by a timedelta, and float timestamps would round.
+    """
+    return calendar.timegm(at.utctimetuple()) * 1_000_000 + at.microsecond
 
 
 def file_time(file: DataFile, stream: FileStream) -> datetime | None:

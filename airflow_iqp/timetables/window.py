@@ -7,7 +7,6 @@ run's `run_after` is its window's start.
 
 from __future__ import annotations
 
-import calendar
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -15,10 +14,10 @@ from airflow.timetables.base import DagRunInfo, DataInterval, Timetable
 from airflow.utils.types import DagRunType
 from pendulum import UTC, DateTime, instance
 
+from airflow_iqp.streams.assign import ORIGIN, window_start
+
 if TYPE_CHECKING:
     from airflow.timetables.base import TimeRestriction
-
-DEFAULT_ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def _aware(at: datetime) -> DateTime:
@@ -26,17 +25,10 @@ def _aware(at: datetime) -> DateTime:
     return instance(at, tz=UTC).in_timezone(UTC)
 
 
-def _micros(at: datetime) -> int:
-    """Exact microseconds since the epoch: pendulum's differences are Intervals that do not
-    divide by a timedelta, and float timestamps would round.
-    """
-    return calendar.timegm(at.utctimetuple()) * 1_000_000 + at.microsecond
-
-
 class WindowTimetable(Timetable):
     """Windows [origin + k*window, origin + (k+1)*window), each run starting when its window opens."""
 
-    def __init__(self, window: timedelta, origin: datetime = DEFAULT_ORIGIN) -> None:
+    def __init__(self, window: timedelta, origin: datetime = ORIGIN) -> None:
         if window <= timedelta(0):
             raise ValueError(f"window must be positive, got {window}")
         self.window = window
@@ -58,9 +50,7 @@ class WindowTimetable(Timetable):
 
     def window_containing(self, at: datetime) -> DataInterval:
         """The window `at` falls in (a window includes its start, not its end)."""
-        step = self.window // timedelta(microseconds=1)
-        windows_since_origin = (_micros(at) - _micros(self.origin)) // step
-        start = self.origin + timedelta(microseconds=step * windows_since_origin)
+        start = _aware(window_start(_aware(at), self.window, self.origin))
         return DataInterval(start=start, end=start + self.window)
 
     def _first_start_at_or_after(self, at: datetime) -> DateTime:

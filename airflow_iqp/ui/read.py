@@ -1,7 +1,8 @@
 """What the monitor reads from the ledger: plain rows, detached from the session.
 
 This is the one module of the UI that knows the ledger's tables, so a schema change is met
-here alone. Since migration 0004 the DAG is the ledger's unit: a query is found by its
+here (and, for windows and batches, in `ledger.rows`, whose rows the store and the demo read
+too). Since migration 0004 the DAG is the ledger's unit: a query is found by its
 `dag_id`, and a window knows the run that planned it (`run_id`), its published result, whether
 it is incomplete and its late files. A run that has not planned yet (its tab opened before
 `plan` ran) finds its window by the start the window timetable wrote into its run id.
@@ -20,17 +21,15 @@ from sqlalchemy.orm import selectinload
 
 from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
-    BatchStatus,
+    OPEN_WINDOW_STATES,
     ExecutionPath,
     JobKind,
     Mode,
     RequestState,
-    WindowStatus,
 )
 from airflow_iqp.dynamic.dispatch import RankedEntry
-from airflow_iqp.ledger import history
-from airflow_iqp.ledger.models import Batch, CostObservation, DispatchRequest, Query, Resource, Window
-from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.ledger import history, rows
+from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Resource, Window
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.learning.cost import Observation
 
-OPEN_WINDOWS = (WindowStatus.PLANNED, WindowStatus.RUNNING)
 # The window start in a run id of the window timetable: `..._window_<start>_<end>[_at_<trigger>]`.
 _RUN_WINDOW = re.compile(r"window_(?P<start>[^_]+)_")
 
@@ -55,26 +53,7 @@ class QueryRow:
     params: dict[str, Any]
 
 
-@dataclass(frozen=True)
-class BatchRow:
-    """One partial job of a window, planned and as it ran; `files` are the ones it froze."""
-
-    index: int
-    status: BatchStatus
-    first_tuple: int
-    last_tuple: int
-    release: datetime
-    latest_start: datetime
-    planned_start: datetime
-    predicted_cost: float
-    actual_start: datetime | None
-    actual_end: datetime | None
-    actual_tuples: int | None
-    actual_cost: float | None
-    attempts: int
-    slot: int | None
-    reason: str | None
-    files: dict[str, list[str]]
+BatchRow = rows.BatchRow  # the ledger's batch row is the monitor's too
 
 
 @dataclass(frozen=True)
@@ -102,29 +81,11 @@ class RequestRow:
     backfill_window: datetime | None = None
 
 
-@dataclass(frozen=True)
-class WindowRow:
+@dataclass(frozen=True, kw_only=True)
+class WindowRow(rows.WindowRow):
     """A window with its batches and its dispatcher requests, oldest request first."""
 
-    id: int
-    dag_id: str
-    run_id: str | None
-    window_start: datetime
-    window_end: datetime
-    deadline: datetime
-    expected_tuples: int
-    actual_tuples: int | None
-    plan: PlanRecord
-    predicted_finish: datetime | None
-    actual_finish: datetime | None
-    status: WindowStatus
-    deadline_met: bool | None
-    result: str | None
-    incomplete: bool
-    late_files: int
-    batches: tuple[BatchRow, ...]
     requests: tuple[RequestRow, ...]
-    backfill: bool = False
 
 
 @dataclass(frozen=True)
@@ -212,7 +173,7 @@ def watched_windows(session: Session, query_rows: Iterable[QueryRow], since: dat
         select(Window)
         .where(
             Window.query_id.in_(dags),
-            or_(Window.deadline >= since, Window.status.in_(OPEN_WINDOWS)),
+            or_(Window.deadline >= since, Window.status.in_(OPEN_WINDOW_STATES)),
         )
         .options(selectinload(Window.batches))
         .order_by(Window.deadline.desc())
@@ -281,7 +242,7 @@ def open_work(session: Session) -> OpenWork:
     found = list(
         session.scalars(
             select(Window)
-            .where(Window.status.in_(OPEN_WINDOWS))
+            .where(Window.status.in_(OPEN_WINDOW_STATES))
             .options(selectinload(Window.batches))
             .order_by(Window.deadline, Window.id)
         )
@@ -326,52 +287,7 @@ def _window_rows(session: Session, found: Iterable[Window], dags: dict[int, str]
     if listed:
         for request in _request_rows(session, DispatchRequest.window_id.in_(requests), dags):
             requests[request.window_id].append(request)
-    return [_window_row(w, dags[w.query_id], tuple(requests[w.id])) for w in listed]
-
-
-def _window_row(w: Window, dag_id: str, requests: tuple[RequestRow, ...]) -> WindowRow:
-    return WindowRow(
-        id=w.id,
-        dag_id=dag_id,
-        run_id=w.run_id,
-        window_start=w.window_start,
-        window_end=w.window_end,
-        deadline=w.deadline,
-        expected_tuples=w.expected_tuples,
-        actual_tuples=w.actual_tuples,
-        plan=PlanRecord.read(w.plan),
-        predicted_finish=w.predicted_finish,
-        actual_finish=w.actual_finish,
-        status=WindowStatus(w.status),
-        deadline_met=w.deadline_met,
-        result=w.result_uri or w.result_location,
-        incomplete=w.incomplete,
-        late_files=w.late_files,
-        batches=tuple(_batch_row(b) for b in w.batches),
-        requests=requests,
-        backfill=w.backfill,
-    )
-
-
-def _batch_row(b: Batch) -> BatchRow:
-    return BatchRow(
-        index=b.batch_index,
-        status=BatchStatus(b.status),
-        first_tuple=b.first_tuple,
-        last_tuple=b.last_tuple,
-        release=b.release,
-        latest_start=b.latest_start,
-        planned_start=b.planned_start,
-        predicted_cost=b.predicted_cost,
-        actual_start=b.actual_start,
-        actual_end=b.actual_end,
-        actual_tuples=b.actual_tuples,
-        actual_cost=b.actual_cost,
-        attempts=b.attempts,
-        slot=b.slot,
-        reason=b.reason,
-        files={stream: list(names) for stream, names in (b.files or {}).items()},
-    )
+    return [WindowRow(**vars(rows.window_row(w)), requests=tuple(requests[w.id])) for w in listed]
 
 
 def _request_rows(session: Session, where: Any, dags: dict[int, str] | None = None) -> list[RequestRow]:

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
+    OPEN_WINDOW_STATES,
     BatchStatus,
     CostSource,
     JobKind,
     Mode,
     Policy,
     RequestState,
-    WindowStatus,
 )
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.estimate import expected_time_of
@@ -41,7 +41,6 @@ if TYPE_CHECKING:
     from airflow_iqp.ui.read import BatchRow, RequestRow, ResourceRow, WindowRow
 
 RISK_QUANTILE = 0.9
-OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
 # Ids of jobs not registered yet (a window's id is added): after every real request they tie with.
 _NOT_REGISTERED = 2**62
 
@@ -105,7 +104,7 @@ def forecasts(
     `last_served` are by dag_id.
     """
     t = now.timestamp()
-    open_windows = [w for w in windows if w.status in OPEN]
+    open_windows = [w for w in windows if w.status in OPEN_WINDOW_STATES]
     backlogs = {w.id: b for w in open_windows if (b := backlog(w, pessimistic(models.get(w.dag_id)), t)) is not None}
     busy = _busy_until(open_windows, backlogs, resources, resource_count, t)
     queue = _queue(open_windows, backlogs, last_served, t)
@@ -127,7 +126,7 @@ def forecasts(
 
 def applied(w: WindowRow, predicted: Mapping[int, datetime]) -> WindowRow:
     """The row with its live forecast as its predicted finish, while it is open."""
-    if w.status not in OPEN or w.id not in predicted:
+    if w.status not in OPEN_WINDOW_STATES or w.id not in predicted:
         return w
     return replace(w, predicted_finish=predicted[w.id])
 

@@ -11,7 +11,7 @@ import statistics
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from airflow_iqp.constants import BatchStatus, JobKind, Policy, RequestState, WindowStatus
+from airflow_iqp.constants import OPEN_WINDOW_STATES, BatchStatus, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.laxity import window_remaining
 from airflow_iqp.learning.cost import LearnedCost, NotEnoughObservations, fit_cost
@@ -38,7 +38,6 @@ if TYPE_CHECKING:
 
     from airflow_iqp.ui.read import BatchRow, DispatcherRows, Observed, QueryRow, RequestRow, WindowRow
 
-OPEN = (WindowStatus.PLANNED, WindowStatus.RUNNING)
 AXIS_MARGIN = 1.05  # the axis runs 5% past the latest thing drawn
 MOST_TICKS = 8
 # Tick steps in seconds: decimal below ten seconds, then steps a clock reader expects.
@@ -121,7 +120,7 @@ def remaining_s(w: WindowRow) -> float:
     """The window's remaining work (`dynamic.laxity.window_remaining`): as its open request told
     the dispatcher, which ranks it by that; else from its plan's batches and merge.
     """
-    if w.status not in OPEN:
+    if w.status not in OPEN_WINDOW_STATES:
         return 0.0
     open_requests = [r for r in w.requests if r.state in (RequestState.WAITING, RequestState.GRANTED)]
     if open_requests:
@@ -133,7 +132,7 @@ def laxity_s(w: WindowRow, now: datetime) -> float | None:
     """Seconds to spare: deadline - finish once the window finished; while open, deadline - now - remaining
     work (eq. 9 of the paper). None for a window that failed without a finish time.
     """
-    if w.status in OPEN:
+    if w.status in OPEN_WINDOW_STATES:
         return (w.deadline - now).total_seconds() - remaining_s(w)
     return seconds_after(w.deadline, w.actual_finish) if w.actual_finish is not None else None
 
@@ -145,7 +144,7 @@ def outcome(w: WindowRow, now: datetime, laxity: float | None) -> Outcome:
     """
     if w.backfill:
         return Outcome.BACKFILL
-    if w.status not in OPEN:
+    if w.status not in OPEN_WINDOW_STATES:
         return Outcome.MET if w.deadline_met else Outcome.MISSED
     if now > w.deadline:
         return Outcome.MISSED
@@ -211,7 +210,8 @@ def wait(r: RequestRow, origin: datetime, now: datetime) -> Wait:
 def batch_bar(b: BatchRow, waits: list[Wait], origin: datetime) -> Bar:
     """A batch as planned (release, latest start, planned start and end) and as it ran."""
     planned_start = seconds_after(b.planned_start, origin)
-    files = sum(len(names) for names in b.files.values())
+    frozen = b.files or {}
+    files = sum(len(names) for names in frozen.values())
     return Bar(
         label=f"batch {b.index}",
         kind=JobKind.PARTIAL,
@@ -230,7 +230,7 @@ def batch_bar(b: BatchRow, waits: list[Wait], origin: datetime) -> Bar:
         planned_size=b.last_tuple - b.first_tuple + 1,
         actual_tuples=b.actual_tuples,
         attempts=b.attempts,
-        files=b.files,
+        files=frozen,
         file_count=files,
         waits=waits,
     )
@@ -278,7 +278,7 @@ def merge_bar(w: WindowRow, waits: list[Wait], now: datetime) -> Bar:
     planned_start = w.plan.merge_start
     merge = merge_request(w)
     start = merge.granted_at if merge is not None else None
-    end = w.actual_finish if w.status not in OPEN else None
+    end = w.actual_finish if w.status not in OPEN_WINDOW_STATES else None
     return Bar(
         label="merge",
         kind=JobKind.MERGE,
@@ -346,7 +346,7 @@ def detail(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowDeta
     for bar in rows:
         drawn += [bar.planned_end_s, bar.actual_end_s, bar.actual_start_s, bar.latest_start_s, bar.release_s]
         drawn += [v for wt in bar.waits for v in (wt.registered_s, wt.granted_s, wt.released_s)]
-    if w.status in OPEN:
+    if w.status in OPEN_WINDOW_STATES:
         drawn.append(now_s)
     chart = axis(drawn)
     marks.now_s = now_s if 0 <= now_s <= chart.span_s else None
@@ -375,7 +375,7 @@ def overview(q: QueryRow, windows: list[WindowRow], now: datetime, model: Learne
         met=sum(s.outcome is Outcome.MET for s in summaries),
         missed=sum(s.outcome is Outcome.MISSED for s in summaries),
         at_risk=sum(s.outcome is Outcome.AT_RISK for s in summaries),
-        open=sum(s.status in OPEN for s in summaries),
+        open=sum(s.status in OPEN_WINDOW_STATES for s in summaries),
         median_laxity_s=_median(s.laxity_s for s in merged),
         median_cost_ratio=_median(s.cost_ratio for s in merged),
         windows=summaries,

@@ -227,7 +227,7 @@ class Trial:
             lander.join(timeout=10)
         return self._check(spark, target, killed, killed_at, window)
 
-    def _wait_merged(self) -> store.WindowSummary | None:
+    def _wait_merged(self) -> store.WindowRow | None:
         give_up = self.end + self.deadline + TIMEOUT
         while datetime.now(UTC) < give_up:
             window = self._window()
@@ -242,7 +242,7 @@ class Trial:
         while time.monotonic() < give_up and self.services.run_active(DAG_ID):
             time.sleep(2)
 
-    def _window(self) -> store.WindowSummary | None:
+    def _window(self) -> store.WindowRow | None:
         try:
             with session_scope(self.services.ledger) as session:
                 window_id = store.window_id(session, DAG_ID, self.start)
@@ -256,7 +256,7 @@ class Trial:
         target: str,
         killed: bool,
         killed_at: datetime | None,
-        window: store.WindowSummary | None,
+        window: store.WindowRow | None,
     ) -> TrialResult:
         at = None if killed_at is None else (killed_at - self.start).total_seconds()
         restarted = self._restarted(killed_at)

@@ -13,9 +13,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode
+from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode
 from airflow_iqp.declaration import declare
-from airflow_iqp.demo.summary import batches_table, format_table, window_row, windows_table
+from airflow_iqp.demo.summary import batches_table, file_count, format_table, wait_s, window_row, windows_table
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning.record import PlanRecord
@@ -96,14 +96,15 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
         assert window_row(session, "q6", START) is None  # rows are found by DAG id, not query name
     assert row is not None
     assert row.finished
-    assert row.result_location == "/results/iqp_q6/20260101T120000"  # the published result, not the work dir
+    assert row.result_uri == "/results/iqp_q6/20260101T120000"  # the published result the demo verifies
     assert row.status == "merged"
     assert row.deadline_met
-    assert (row.batches_done, row.batches_planned, row.tuples) == (2, 2, 1000)
+    assert [b.status for b in row.batches] == [BatchStatus.DONE, BatchStatus.DONE]
+    assert row.actual_tuples == 1000
     assert row.predicted_cost == pytest.approx(45 + 65 + 25)
     assert row.actual_cost == pytest.approx(25 + 25 + 20)
-    assert [b.wait_s for b in row.batches] == [pytest.approx(5.0), pytest.approx(5.5)]
-    assert [b.files for b in row.batches] == [1, 2]
+    assert [wait_s(b) for b in row.batches] == [pytest.approx(5.0), pytest.approx(5.5)]
+    assert [file_count(b) for b in row.batches] == [1, 2]
 
     windows = windows_table([row]).splitlines()
     assert windows[0].split() == [
@@ -251,7 +252,7 @@ def test_demo_stops_waiting_for_a_window_whose_batch_failed_its_retry(ledger: st
         row = window_row(session, "iqp_q6", START)
     assert row is not None
     assert not gave_up(row)
-    failed = replace(row.batches[0], status="failed", attempts=2)
+    failed = replace(row.batches[0], status=BatchStatus.FAILED, attempts=2)
     assert gave_up(replace(row, batches=(failed,)))
     window = END - START
     assert next_window_start(START, window) == START

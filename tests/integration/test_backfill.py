@@ -113,13 +113,13 @@ def _output(result: subprocess.CompletedProcess[str]) -> str:
     return f"exit {result.returncode}\n{result.stdout}\n{result.stderr}"
 
 
-def _windows(ledger: str, dag_id: str) -> list[store.WindowSummary]:
+def _windows(ledger: str, dag_id: str) -> list[store.WindowRow]:
     with session_scope(ledger) as session:
         ids = session.scalars(select(Window.id).join(Query).where(Query.dag_id == dag_id).order_by(Window.window_start))
         return [store.window_summary(session, i) for i in ids]
 
 
-def _merged(ledger: str, dag_id: str) -> list[store.WindowSummary]:
+def _merged(ledger: str, dag_id: str) -> list[store.WindowRow]:
     return [w for w in _windows(ledger, dag_id) if w.status == WindowStatus.MERGED]
 
 

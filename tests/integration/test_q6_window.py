@@ -111,7 +111,7 @@ def run_window(
     return window_id, start
 
 
-def check(env: AirflowEnv, spark: SparkSession, name: str, start: datetime) -> store.WindowSummary:
+def check(env: AirflowEnv, spark: SparkSession, name: str, start: datetime) -> store.WindowRow:
     window = check_window(env.ledger, spark, declaration(env, name), start)
     done = [b for b in window.batches if b.status == BatchStatus.DONE]
     # `airflow dags test` runs one deferred task's trigger at a time, in an order it picks: a later

@@ -114,7 +114,7 @@ class Setup:
             assert "state=success" in log, log[-5000:]
         return log
 
-    def window(self, dag_id: str, window_start: datetime) -> store.WindowSummary:
+    def window(self, dag_id: str, window_start: datetime) -> store.WindowRow:
         with session_scope(self.env.ledger) as session:
             window_id = store.window_id(session, dag_id, window_start)
             assert window_id is not None, f"{dag_id} has no window at {window_start}"

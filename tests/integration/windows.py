@@ -56,7 +56,7 @@ def declaration(env: AirflowEnv, dag_id: str) -> Declaration:
     return found[0].declaration
 
 
-def check_window(ledger: str, spark: SparkSession, declared: Declaration, start: datetime) -> store.WindowSummary:
+def check_window(ledger: str, spark: SparkSession, declared: Declaration, start: datetime) -> store.WindowRow:
     """Every file of the window in exactly one batch, the window merged by its deadline, and its
     published result equal to one Spark SQL pass over the same files."""
     with session_scope(ledger) as session:

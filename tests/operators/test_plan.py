@@ -102,7 +102,7 @@ def land(directory: Path, count: int, start: datetime) -> list[Path]:
     return files
 
 
-def recorded(url: str, decl: Declaration, start: datetime) -> store.WindowSummary:
+def recorded(url: str, decl: Declaration, start: datetime) -> store.WindowRow:
     with session_scope(url) as s:
         window_id = store.window_id(s, decl.dag_id, start)
         assert window_id is not None

@@ -98,7 +98,7 @@ def run_first_batch(url: str, window_id: int, start: float, seconds: float) -> N
         store.finish_batch(s, window_id, 0, at(start), at(start + seconds), 4, seconds, "/out/batch-0000")
 
 
-def replanned(url: str, window_id: int, model: Model, now: float) -> tuple[ReplanNote | None, store.WindowSummary]:
+def replanned(url: str, window_id: int, model: Model, now: float) -> tuple[ReplanNote | None, store.WindowRow]:
     with session_scope(url) as s:
         note = replan_window(s, window_id, 0, model, at(now))
     with session_scope(url) as s:

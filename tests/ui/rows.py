@@ -40,7 +40,8 @@ def batch(index: int = 0, **changes: Any) -> BatchRow:
         attempts=0,
         slot=None,
         reason=None,
-        files={},
+        files=None,
+        output_location=None,
     )
     return replace(row, **changes)
 
@@ -89,6 +90,7 @@ def window(**changes: Any) -> WindowRow:
     row = WindowRow(
         id=1,
         dag_id=DAG,
+        query="q",
         run_id=None,
         window_start=T0,
         window_end=at(600),
@@ -100,11 +102,13 @@ def window(**changes: Any) -> WindowRow:
         actual_finish=None,
         status=WindowStatus.RUNNING,
         deadline_met=None,
-        result=None,
+        result_location=None,
+        result_uri=None,
         incomplete=False,
         late_files=0,
         batches=(batch(0), batch(1)),
         requests=(),
+        backfill=False,
     )
     return replace(row, **changes)
 

@@ -242,7 +242,7 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], log: Path, timeout
 
 @dataclass(frozen=True)
 class LedgerWindow:
-    summary: store.WindowSummary
+    summary: store.WindowRow
     merge_granted: datetime | None
 
     @property

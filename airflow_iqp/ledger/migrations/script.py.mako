@@ -1,9 +1,4 @@
-"""${message}
-
-Revision ID: ${up_revision}
-Revises: ${down_revision | comma,n}
-Create Date: ${create_date}
-"""
+"""${message}"""
 
 from __future__ import annotations
 
@@ -13,8 +8,12 @@ ${imports if imports else ""}
 
 revision: str = ${repr(up_revision)}
 down_revision: str | None = ${repr(down_revision)}
+% if branch_labels:
 branch_labels: str | None = ${repr(branch_labels)}
+% endif
+% if depends_on:
 depends_on: str | None = ${repr(depends_on)}
+% endif
 
 
 def upgrade() -> None:

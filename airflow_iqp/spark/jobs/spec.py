@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Annotated, Literal, Self, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from airflow_iqp.field_errors import common
 from airflow_iqp.spark.jobs.common import JobError
 from airflow_iqp.spark.jobs.locations import is_remote, local_path
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pydantic_core import ErrorDetails
 
 Format = Literal["parquet", "csv", "json"]
@@ -50,22 +53,26 @@ class _Model(BaseModel):
         return self.model_dump_json(by_alias=True, indent=2)
 
 
+def _local_and_distinct(what: str) -> Callable[[list[str]], list[str]]:
+    """A check that every location is local and none is listed twice (`what` names one in the error)."""
+
+    def check(locations: list[str]) -> list[str]:
+        paths = [local_path(location) for location in locations]
+        if len(set(paths)) != len(paths):
+            raise ValueError(f"{what} is listed twice")
+        return locations
+
+    return check
+
+
 class StreamInput(_Model):
     """One stream's files in this batch, and how to read them."""
 
     format: Format = "parquet"
     ddl: str | None = Field(default=None, alias="schema", min_length=1)
     options: Options = Field(default_factory=dict)
-    files: list[str]
+    files: Annotated[list[str], AfterValidator(_local_and_distinct("a file"))]
     schema_file: str | None = None
-
-    @field_validator("files")
-    @classmethod
-    def _local_and_distinct(cls, files: list[str]) -> list[str]:
-        paths = [local_path(f) for f in files]
-        if len(set(paths)) != len(paths):
-            raise ValueError("a file is listed twice")
-        return files
 
     @field_validator("schema_file")
     @classmethod
@@ -142,7 +149,7 @@ class MergeSpec(_Model):
     name: Name
     query: Name
     streams: Annotated[list[Name], Field(min_length=1)]
-    partials: Annotated[list[Name], Field(min_length=1)]
+    partials: Annotated[list[Name], Field(min_length=1), AfterValidator(_local_and_distinct("a partial output"))]
     output: Name
 
     @field_validator("query", "output")
@@ -150,14 +157,6 @@ class MergeSpec(_Model):
     def _is_local(cls, location: str) -> str:
         local_path(location)
         return location
-
-    @field_validator("partials")
-    @classmethod
-    def _local_and_distinct(cls, partials: list[str]) -> list[str]:
-        paths = [local_path(p) for p in partials]
-        if len(set(paths)) != len(paths):
-            raise ValueError("a partial output is listed twice")
-        return partials
 
 
 Spec = TypeVar("Spec", PartialSpec, MergeSpec)
@@ -169,14 +168,7 @@ def _where(loc: tuple[int | str, ...]) -> str:
 
 def _describe(error: ErrorDetails) -> str:
     """One pydantic error as `<field> <what is wrong>`."""
-    where, kind, message = _where(error["loc"]), error["type"], error["msg"]
-    if kind == "missing":
-        return f"{where} is missing"
-    if kind == "extra_forbidden":
-        return f"{_where(error['loc'][:-1])} has an unknown field {error['loc'][-1]!r}"
-    if kind == "value_error":
-        return f"{where}: {message.removeprefix('Value error, ')}"
-    return f"{where}: {message}, got {error['input']!r}"
+    return common(error, _where) or f"{_where(error['loc'])}: {error['msg']}, got {error['input']!r}"
 
 
 def read_spec(kind: type[Spec], path: Path) -> Spec:

@@ -1,8 +1,4 @@
-"""Initial ledger schema: queries, windows, batches, cost observations.
-
-Revision ID: 0001
-Revises: (none)
-"""
+"""Initial ledger schema: queries, windows, batches, cost observations."""
 
 from __future__ import annotations
 
@@ -11,8 +7,6 @@ from alembic import op
 
 revision: str = "0001"
 down_revision: str | None = None
-branch_labels: str | None = None
-depends_on: str | None = None
 
 
 def upgrade() -> None:

@@ -1,8 +1,5 @@
 """Dispatcher: shared resources with leases, the requests that queue for them, and the slot
 and trigger reason of dynamic-mode batches.
-
-Revision ID: 0002
-Revises: 0001
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from alembic import op
 
 revision: str = "0002"
 down_revision: str | None = "0001"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 OPEN = "state IN ('waiting', 'granted')"
 

@@ -2,9 +2,6 @@
 
 The values are written out rather than read from `airflow_iqp.constants.Mode`: a migration
 records the schema of its revision, and must not change when the enum does.
-
-Revision ID: 0003
-Revises: 0002
 """
 
 from __future__ import annotations
@@ -13,8 +10,6 @@ from alembic import op
 
 revision: str = "0003"
 down_revision: str | None = "0002"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 NAME = "ck_queries_mode"
 

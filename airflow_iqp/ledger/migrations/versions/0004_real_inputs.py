@@ -10,9 +10,6 @@ history, and fitted cost models are stored.
 
 Values are written out rather than read from the enums: a migration records the schema of its
 revision, and must not change when an enum does.
-
-Revision ID: 0004
-Revises: 0003
 """
 
 from __future__ import annotations
@@ -22,8 +19,6 @@ from alembic import op
 
 revision: str = "0004"
 down_revision: str | None = "0003"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 DAG_ID_LENGTH = 250
 FROZEN = "status = 'frozen'"
@@ -140,17 +135,11 @@ def _resize_dispatch_query(length: int) -> None:
     batch mode copies the table; its partial index is dropped and made again around the copy
     rather than trusting reflection to carry the index's WHERE clause over.
     """
-    op.drop_index("uq_dispatch_requests_open_window", table_name="dispatch_requests")
+    index, where = "uq_dispatch_requests_open_window", sa.text(OPEN)
+    op.drop_index(index, table_name="dispatch_requests")
     with op.batch_alter_table("dispatch_requests") as batch:
         batch.alter_column("query", existing_type=sa.String(), type_=sa.String(length=length), existing_nullable=False)
-    op.create_index(
-        "uq_dispatch_requests_open_window",
-        "dispatch_requests",
-        ["window_id"],
-        unique=True,
-        sqlite_where=sa.text(OPEN),
-        postgresql_where=sa.text(OPEN),
-    )
+    op.create_index(index, "dispatch_requests", ["window_id"], unique=True, sqlite_where=where, postgresql_where=where)
 
 
 def downgrade() -> None:

@@ -1,8 +1,5 @@
 """Backfilled windows: a window remembers that a backfill planned it, and a backfilled result
 records no deadline outcome (its deadline had passed before it was planned).
-
-Revision ID: 0005
-Revises: 0004
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from alembic import op
 
 revision: str = "0005"
 down_revision: str | None = "0004"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 
 def upgrade() -> None:

@@ -1,9 +1,6 @@
 """Inserted idle time: why the dispatcher last kept the resource free rather than grant a request.
 
 - `dispatch_requests.held`: the reason, in words (the job of an earlier deadline it waited for).
-
-Revision ID: 0006
-Revises: 0005
 """
 
 from __future__ import annotations
@@ -13,8 +10,6 @@ from alembic import op
 
 revision: str = "0006"
 down_revision: str | None = "0005"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 
 def upgrade() -> None:

@@ -1,8 +1,5 @@
 """Which task attempt runs a granted request: a retry of the same task must not run under a
 lease the attempt before it still holds.
-
-Revision ID: 0007
-Revises: 0006
 """
 
 from __future__ import annotations
@@ -12,8 +9,6 @@ from alembic import op
 
 revision: str = "0007"
 down_revision: str | None = "0006"
-branch_labels: str | None = None
-depends_on: str | None = None
 
 
 def upgrade() -> None:
