@@ -501,8 +501,9 @@ def main() -> int:
         stop_group(replay, grace=5)
         stop_group(standalone)
         stop_connect_server()
-        escaped = sweep(run)
-        log(f"stopped everything the demo started{f' ({len(escaped)} outside its groups)' if escaped else ''}", started)
+        swept = sweep(run)
+        by_tag = f" ({len(swept)} found by its run tag)" if swept else ""
+        log(f"stopped everything the demo started{by_tag}", started)
     return 1 if failed else 0
 
 
