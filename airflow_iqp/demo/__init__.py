@@ -7,6 +7,7 @@ the generated rate, unpauses the example DAGs, waits until their window is merge
 window batches, tuples, predicted vs actual cost, deadline and result rows, and checks every
 result against one Spark SQL pass over the same files; it exits non-zero when a window failed,
 missed its deadline or differs. IQP_DEMO_ONCE=1 exits then; otherwise
-Airflow keeps running (UI address and login printed) until Ctrl-C. Everything it starts runs in
-its own process group and is stopped with it.
+Airflow keeps running (UI address and login printed, on IQP_DEMO_PORT or 8080) until Ctrl-C.
+Ctrl-C, once or more, stops everything it started (`stopping`): each long-lived child leads a
+process group of its own, and what escapes those is found by the run's tag in its environment.
 """

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import ExecutionPath, Mode
 from airflow_iqp.demo.examples import Example, load_examples
-from airflow_iqp.demo.standalone import API, BIN, POLICY, DemoAirflow, stop_group, wait_healthy
+from airflow_iqp.demo.standalone import BIN, POLICY, PORT, DemoAirflow, stop_group, wait_healthy
+from airflow_iqp.demo.stopping import Interrupts, sweep, tag_run
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.tpch.manifest import STATIC_DIR
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
 CONNECT_STATE = DEMO_DIR / "connect-server"
+API_PORT = int(os.environ.get("IQP_DEMO_PORT", PORT))  # Airflow's API server and UI
 DAGS = REPO / "dags"
 FILES = 280  # generated at one file per (event-time) second...
 SPEEDUP = 2.0  # ...and replayed two a second: 240 files in the demo window, 30 before, 10 after
@@ -339,7 +341,11 @@ def verify(rows: dict[str, WindowRow], examples: list[Example], started: float) 
     from airflow_iqp.demo.verify import local_spark, verify_window
 
     t = time.monotonic()
-    spark = local_spark()
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        spark = local_spark()
+    finally:
+        signal.signal(signal.SIGINT, handler)  # PySpark's own outlives the session, and fails once it stopped
     checked = {}
     try:
         for query, row in rows.items():
@@ -361,7 +367,9 @@ def main() -> int:
     """The demo, end to end; exits non-zero when a window failed, missed its deadline or its result is wrong."""
     started = time.monotonic()
     once = os.environ.get("IQP_DEMO_ONCE", "") not in ("", "0")
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    interrupts = Interrupts()
+    interrupts.own()
+    run = tag_run()
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
 
     scale, planned = choose_scale()
@@ -393,6 +401,7 @@ def main() -> int:
             home=home,
             dags=DAGS,
             ledger=ledger,
+            port=API_PORT,
             extra_env={
                 **example_env(rows_per_file, source),
                 # One run per DAG: the demo window (a later window would find no files).
@@ -408,7 +417,7 @@ def main() -> int:
             f"demo window {window_start:%H:%M:%S}-{window_start + window:%H:%M:%S} UTC",
             started,
         )
-        up = wait_healthy(standalone, 240, airflow_log)
+        up = wait_healthy(standalone, 240, airflow_log, airflow.api)
         log(f"Airflow healthy after {up:.1f}s", started)
         wait_for_dags(airflow, loaded, started)
         check(
@@ -476,7 +485,7 @@ def main() -> int:
         else:
             print("every window met its deadline")
         login = airflow.password()
-        print(f"Airflow UI: {API}  login: {login[0]} / {login[1]}" if login else f"Airflow UI: {API}")
+        print(f"Airflow UI: {airflow.api}  login: {login[0]} / {login[1]}" if login else f"Airflow UI: {airflow.api}")
         log("demo done", started)
         if not once:
             print("Airflow keeps running; Ctrl-C stops it.", flush=True)
@@ -488,10 +497,13 @@ def main() -> int:
         print(f"\nFAILED: {err}", file=sys.stderr)
         failed = True
     finally:
+        interrupts.stop()  # a Ctrl-C from here on must not cut the clean-up short
         stop_group(replay, grace=5)
         stop_group(standalone)
         stop_connect_server()
-        log("stopped everything the demo started", started)
+        swept = sweep(run)
+        by_tag = f" ({len(swept)} found by its run tag)" if swept else ""
+        log(f"stopped everything the demo started{by_tag}", started)
     return 1 if failed else 0
 
 
