@@ -19,6 +19,7 @@ from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.standalone import BIN, POLICY, PORT, DemoAirflow, stop_group, wait_healthy
 from airflow_iqp.demo.stopping import Interrupts, sweep, tag_run
 from airflow_iqp.exceptions import InvalidDeclaration
+from airflow_iqp.streams.assign import ORIGIN, window_start
 from airflow_iqp.tpch.manifest import STATIC_DIR
 
 if TYPE_CHECKING:
@@ -205,10 +206,9 @@ def lineitem_rows_per_file(source: Path) -> float:
 
 
 def next_window_start(after: datetime, window: timedelta) -> datetime:
-    """The first window boundary at or after `after` (windows count from 2000-01-01, as the timetable)."""
-    origin = datetime(2000, 1, 1, tzinfo=UTC)
-    steps = -(-(after - origin) // window)
-    return origin + steps * window
+    """The first window boundary at or after `after` (windows count from the timetable's origin)."""
+    start = window_start(after, window, ORIGIN)
+    return start if start == after else start + window
 
 
 # -- Airflow -----------------------------------------------------------------------------------
