@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.dynamic.policies import check_policy, rank
@@ -53,6 +53,34 @@ class RankedEntry:
         else:
             request, query, key = raw
         return cls(int(request), str(query), None if key is None else float(key))
+
+
+class WaitingRequest(Protocol):
+    """What the dispatcher ranks a waiting request by, as the ledger's and the monitor's rows hold it."""
+
+    @property
+    def id(self) -> int:
+        """The request."""
+
+    @property
+    def query(self) -> str:
+        """Its query: round robin's memory is kept per query."""
+
+    @property
+    def deadline(self) -> datetime:
+        """Its window's deadline."""
+
+    @property
+    def remaining_cost(self) -> float:
+        """Its window's remaining work, seconds."""
+
+    @property
+    def registered_at(self) -> datetime:
+        """When it became ready."""
+
+    @property
+    def backfill_window(self) -> datetime | None:
+        """For a backfill's request, the start of the window it backfills."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +125,19 @@ class Candidate:
             registered=ready.timestamp(),
             last_served=-math.inf if last_served is None else last_served.timestamp(),
             backfill_window=None if backfill_window is None else backfill_window.timestamp(),
+        )
+
+    @classmethod
+    def of_waiting(cls, r: WaitingRequest, last_served: datetime | None) -> Candidate:
+        """A waiting request as a ledger row or the monitor's row holds it (`of_request`)."""
+        return cls.of_request(
+            request=r.id,
+            query=r.query,
+            deadline=r.deadline,
+            remaining=r.remaining_cost,
+            ready=r.registered_at,
+            last_served=last_served,
+            backfill_window=r.backfill_window,
         )
 
     def key(self, policy: Policy, now: float) -> tuple[bool, float, float, int]:

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
-from sqlalchemy import CursorResult, func, or_, select, update
+from sqlalchemy import CursorResult, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 
@@ -38,7 +38,7 @@ from airflow_iqp.ledger.models import DispatchRequest, Resource, Window
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
-    from sqlalchemy import Executable
+    from sqlalchemy import ColumnElement, Executable
     from sqlalchemy.orm import Session
 
 log = logging.getLogger(__name__)
@@ -161,17 +161,7 @@ def would_grant(session: Session, *, policy: str, resources: int, now: datetime)
 
 def heartbeat(session: Session, lease: Lease, now: datetime) -> Lease | None:
     """Extend the lease; None if it was lost (expired and granted to someone else)."""
-    seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == lease.request))
-    if seconds is None:
-        return None
-    expires = now + timedelta(seconds=seconds)
-    moved = _changed(
-        session,
-        update(Resource)
-        .where(Resource.id == lease.resource, Resource.fence == lease.fence, Resource.holder_id == lease.request)
-        .values(lease_expires=expires),
-    )
-    return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
+    return _extend(session, lease, now)
 
 
 def take(session: Session, lease: Lease, attempt: str, now: datetime) -> bool:
@@ -210,21 +200,19 @@ def confirm(session: Session, lease: Lease, now: datetime) -> Lease | None:
     has reclaimed yet is not revived, so no output is committed after the lease ran out; and
     since a grant reclaims only expired leases, a confirmed one cannot move for `lease_seconds`.
     """
+    return _extend(session, lease, now, Resource.lease_expires >= now)
+
+
+def _extend(session: Session, lease: Lease, now: datetime, *also: ColumnElement[bool]) -> Lease | None:
+    """The lease `lease_seconds` from now, if its resource still has this holder and fence (and
+    whatever `also` asks); None if it was lost.
+    """
     seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == lease.request))
     if seconds is None:
         return None
     expires = now + timedelta(seconds=seconds)
-    moved = _changed(
-        session,
-        update(Resource)
-        .where(
-            Resource.id == lease.resource,
-            Resource.fence == lease.fence,
-            Resource.holder_id == lease.request,
-            Resource.lease_expires >= now,
-        )
-        .values(lease_expires=expires),
-    )
+    held = (Resource.id == lease.resource, Resource.fence == lease.fence, Resource.holder_id == lease.request)
+    moved = _changed(session, update(Resource).where(*held, *also).values(lease_expires=expires))
     return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
 
 
@@ -308,25 +296,13 @@ def _choices(
             DispatchRequest.deadline,
             DispatchRequest.remaining_cost,
             DispatchRequest.registered_at,
-            Window.backfill,
-            Window.window_start,
+            case((Window.backfill, Window.window_start), else_=None).label("backfill_window"),
         )
         .join(Window, Window.id == DispatchRequest.window_id)
         .where(DispatchRequest.state == RequestState.WAITING)
     ).all()
     last_served = _last_served(session, {r.query for r in waiting}) if policy == Policy.RR and waiting else {}
-    candidates = [
-        Candidate.of_request(
-            request=r.id,
-            query=r.query,
-            deadline=r.deadline,
-            remaining=r.remaining_cost,
-            ready=r.registered_at,
-            last_served=last_served.get(r.query),
-            backfill_window=r.window_start if r.backfill else None,
-        )
-        for r in waiting
-    ]
+    candidates = [Candidate.of_waiting(r, last_served.get(r.query)) for r in waiting]
     ranked = best_first(policy, candidates, now.timestamp())
     if policy not in IDLING_POLICIES or resources != 1 or not ranked:
         return rows, ranked, []

@@ -260,15 +260,7 @@ def _candidate(w: WindowRow, r: RequestRow, served: Mapping[str, datetime]) -> C
     """A waiting request as the dispatcher ranks it (`served` is by dag_id, each DAG's requests
     name their DAG as their query).
     """
-    return Candidate.of_request(
-        request=r.id,
-        query=w.dag_id,
-        deadline=r.deadline,
-        remaining=r.remaining_cost,
-        ready=r.registered_at,
-        last_served=served.get(w.dag_id),
-        backfill_window=r.backfill_window,
-    )
+    return Candidate.of_waiting(r, served.get(w.dag_id))
 
 
 def _unregistered(w: WindowRow, b: Backlog, ready: float, served: Mapping[str, datetime]) -> Candidate:

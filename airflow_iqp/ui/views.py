@@ -415,18 +415,7 @@ def _median(values: Iterable[float | None]) -> float | None:
 def queue_order(rows: DispatcherRows, policy: Policy, now: datetime) -> list[RequestRow]:
     """The waiting requests in the order the dispatcher serves them (`best_first`, the one ranking)."""
     waiting = {r.id: r for r in rows.open if r.state == RequestState.WAITING}
-    candidates = [
-        Candidate.of_request(
-            request=r.id,
-            query=r.query,
-            deadline=r.deadline,
-            remaining=r.remaining_cost,
-            ready=r.registered_at,
-            last_served=rows.last_served.get(r.query),
-            backfill_window=r.backfill_window,
-        )
-        for r in waiting.values()
-    ]
+    candidates = [Candidate.of_waiting(r, rows.last_served.get(r.query)) for r in waiting.values()]
     return [waiting[c.request] for c in best_first(policy, candidates, now.timestamp())]
 
 
