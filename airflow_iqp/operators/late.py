@@ -13,6 +13,7 @@ rewritten: its first version is the one that counted.
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,9 +32,9 @@ from airflow_iqp.constants import (
 )
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
+from airflow_iqp.operators.partial import recorded_partial
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.results.publish import publish
-from airflow_iqp.runtime.costs import observe
 from airflow_iqp.runtime.inputs import InputSpec, files_by_stream
 from airflow_iqp.spark.jobs.output import read_marker
 
@@ -155,21 +156,10 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         directory = window_dir(Path(self.work_dir), decl.dag_id, window_start)
         directory.mkdir(parents=True, exist_ok=True)
         output = self.leased_output(directory / f"batch-{index:04d}")
-        started = datetime.now(UTC)
-        try:
-            spec = partial_spec(decl, batch.files or {}, output, {})
-            self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
-        except BaseException:
-            with session_scope() as session:
-                store.fail_batch(session, window_id, index)
-            raise
-        ended = datetime.now(UTC)
-        rows = sum(read_marker(output)["input_rows"].values())
+        spec = partial_spec(decl, batch.files or {}, output, {})
+        run = functools.partial(self.run_spark_job, context, spec, output.with_suffix(".spec.json"))
+        ended = recorded_partial(decl, self.execution_path(), window_id, index, output, run)
         with session_scope() as session:
-            store.finish_batch(
-                session, window_id, index, started, ended, rows, (ended - started).total_seconds(), str(output)
-            )
-            observe(session, decl, self.execution_path(), JobKind.PARTIAL, rows, (ended - started).total_seconds())
             summary = store.window_summary(session, window_id)
         partials = [b.output_location for b in summary.batches if b.status == BatchStatus.DONE and b.output_location]
         committed = self.leased_output(directory / f"result-{ended:%Y%m%dT%H%M%S}")

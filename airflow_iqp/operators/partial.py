@@ -18,6 +18,7 @@ runs again on the rest.
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
@@ -48,9 +49,12 @@ from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from airflow.sdk import Context
     from sqlalchemy.orm import Session
 
+    from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.declaration import CostModel, Declaration
     from airflow_iqp.ledger.rows import BatchRow, WindowRow
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
@@ -173,19 +177,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         directory.mkdir(parents=True, exist_ok=True)
         output = self.leased_output(directory / f"batch-{index:04d}")
         self.log.info("batch %d attempt %d: %s", index, attempt, {s: len(f) for s, f in files.items()})
-        started = datetime.now(UTC)
-        try:
-            self._run_job(context, index, files, selection, output)
-        except BaseException:
-            with session_scope() as session:
-                store.fail_batch(session, window_id, index)
-            raise
-        ended = datetime.now(UTC)
-        rows = sum(read_marker(output)["input_rows"].values())
-        seconds = (ended - started).total_seconds()
-        with session_scope() as session:
-            store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
-            observe(session, self.declaration, self.execution_path(), JobKind.PARTIAL, rows, seconds)
+        path = self.execution_path()
+        run = functools.partial(self._run_job, context, index, files, selection, output)
+        ended = recorded_partial(self.declaration, path, window_id, index, output, run)
         work.recorded(index, ended)
         context["ti"].xcom_push(key="output_location", value=str(output))
         return str(output)
@@ -494,3 +488,30 @@ def _schema_files(selection: WindowSelection) -> dict[str, str | None]:
     for file in (*selection.unmatched, *selection.unassigned):
         found.setdefault(file.stream, file.uri)
     return found
+
+
+def recorded_partial(
+    declaration: Declaration,
+    path: ExecutionPath,
+    window_id: int,
+    index: int,
+    output: Path,
+    run: Callable[[], None],
+) -> datetime:
+    """Run a batch's partial job (`run`, under the task's lease) and record it: failed if it
+    raises, else done with its input rows and cost, observed for the cost model. Returns its end.
+    """
+    started = datetime.now(UTC)
+    try:
+        run()
+    except BaseException:
+        with session_scope() as session:
+            store.fail_batch(session, window_id, index)
+        raise
+    ended = datetime.now(UTC)
+    rows = sum(read_marker(output)["input_rows"].values())
+    seconds = (ended - started).total_seconds()
+    with session_scope() as session:
+        store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
+        observe(session, declaration, path, JobKind.PARTIAL, rows, seconds)
+    return ended
