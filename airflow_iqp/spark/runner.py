@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 import uuid
 from functools import reduce
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from airflow_iqp.spark.rewrite import referenced_tables, rename_tables
 
@@ -25,29 +25,7 @@ if TYPE_CHECKING:
 
     from pyspark.sql import DataFrame, SparkSession
 
-
-class Decomposition(Protocol):
-    """What this module needs of `airflow_iqp.sql.Decomposition` (read-only, as it is frozen)."""
-
-    @property
-    def partial_sql(self) -> str:
-        """The per-batch query."""
-        ...
-
-    @property
-    def merge_sql(self) -> str:
-        """The query over the union of all partials."""
-        ...
-
-    @property
-    def partials_view(self) -> str:
-        """The table name `merge_sql` reads the partials from."""
-        ...
-
-    @property
-    def streams(self) -> Sequence[str]:
-        """The stream tables a batch gives rows of."""
-        ...
+    from airflow_iqp.sql import Decomposition
 
 
 def _sql_with_frames(spark: SparkSession, sql: str, frames: Mapping[str, DataFrame]) -> DataFrame:

@@ -6,11 +6,11 @@ its own: a grouped aggregate, a join of both streams with static tables, a globa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
+from airflow_iqp.sql import Decomposition
 from airflow_iqp.tpch.generate import STATIC_TABLES, generate
 from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
 
@@ -23,24 +23,17 @@ if TYPE_CHECKING:
 STREAM_FILES = 14
 
 
-@dataclass(frozen=True)
-class FakeDecomposition:
-    partial_sql: str
-    merge_sql: str
-    partials_view: str
-    streams: tuple[str, ...]
-
-
 DECOMPOSITIONS = {
-    "flags": FakeDecomposition(
+    "flags": Decomposition(
         partial_sql="SELECT l_returnflag, l_linestatus, count(*) AS cnt, sum(l_quantity) AS qty "
         "FROM lineitem WHERE l_shipdate <= date '1998-09-02' GROUP BY l_returnflag, l_linestatus",
         merge_sql="SELECT l_returnflag, l_linestatus, sum(cnt) AS cnt, sum(qty) AS qty FROM partials "
         "GROUP BY l_returnflag, l_linestatus ORDER BY l_returnflag, l_linestatus",
         partials_view="partials",
         streams=("lineitem",),
+        output_columns=("l_returnflag", "l_linestatus", "cnt", "qty"),
     ),
-    "nations": FakeDecomposition(
+    "nations": Decomposition(
         partial_sql="SELECT n.n_name, count(*) AS cnt, sum(lineitem.l_extendedprice) AS revenue "
         "FROM orders JOIN lineitem ON o_orderkey = lineitem.l_orderkey "
         "JOIN customer ON c_custkey = o_custkey JOIN nation n ON n.n_nationkey = c_nationkey "
@@ -49,12 +42,14 @@ DECOMPOSITIONS = {
         "GROUP BY n_name ORDER BY n_name",
         partials_view="partials",
         streams=("orders", "lineitem"),
+        output_columns=("n_name", "cnt", "revenue"),
     ),
-    "total": FakeDecomposition(
+    "total": Decomposition(
         partial_sql="SELECT count(*) AS cnt, sum(o_totalprice) AS total FROM orders",
         merge_sql="SELECT sum(cnt) AS cnt, sum(total) AS total FROM partials",
         partials_view="partials",
         streams=("orders",),
+        output_columns=("cnt", "total"),
     ),
 }
 
@@ -101,5 +96,5 @@ def read_batch(
 
 
 @pytest.fixture(scope="session")
-def decompositions() -> dict[str, FakeDecomposition]:
+def decompositions() -> dict[str, Decomposition]:
     return DECOMPOSITIONS
