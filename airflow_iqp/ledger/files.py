@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert, literal, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
@@ -30,41 +30,12 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
+    from airflow_iqp.streams.files import DataFile
+
 CHUNK = 500  # uris per IN list: far below SQLite's and PostgreSQL's limits on bound parameters
 TAKEN = (FileStatus.FROZEN, FileStatus.QUARANTINED)
 _EVENT_INDEX = ["query_id", "stream", "uri", "status", "size", "modified"]
 _IS_EVENT = text(f"NOT (status = '{FileStatus.FROZEN.value}')")
-
-
-class ListedFile(Protocol):
-    """A file as a listing gives it (`airflow_iqp.streams.files.DataFile` is one, read-only as it
-    is frozen). A record may also carry `rows` (e.g. from a Parquet footer), which is then kept.
-    """
-
-    @property
-    def stream(self) -> str:
-        """The stream (table) the file belongs to."""
-        ...
-
-    @property
-    def uri(self) -> str:
-        """Its full address, with the scheme."""
-        ...
-
-    @property
-    def size(self) -> int:
-        """Bytes."""
-        ...
-
-    @property
-    def modified(self) -> datetime:
-        """Its modification time, aware UTC."""
-        ...
-
-    @property
-    def etag(self) -> str | None:
-        """The store's ETag, where it gives one."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -87,7 +58,7 @@ class FrozenFile:
 
 
 def freeze_files(
-    session: Session, window_id: int, index: int, files: Mapping[str, Sequence[ListedFile]]
+    session: Session, window_id: int, index: int, files: Mapping[str, Sequence[DataFile]]
 ) -> dict[str, list[str]]:
     """Fix a batch's input files (stream -> files) once; returns its uris by stream.
 
@@ -100,7 +71,7 @@ def freeze_files(
     return {stream: list(uris) for stream, uris in (batch.files or {}).items()}
 
 
-def freeze(session: Session, batch: Batch, files: Mapping[str, Sequence[ListedFile]]) -> None:
+def freeze(session: Session, batch: Batch, files: Mapping[str, Sequence[DataFile]]) -> None:
     """Record `files` as frozen by `batch` and set its file list, all or nothing."""
     window = batch.window
     rows = sorted(_frozen_rows(window.query_id, window.id, batch.id, files), key=lambda r: (r["stream"], r["uri"]))
@@ -124,7 +95,7 @@ def freeze(session: Session, batch: Batch, files: Mapping[str, Sequence[ListedFi
     session.flush()
 
 
-def refresh_frozen(session: Session, window_id: int, index: int, listed: Iterable[ListedFile]) -> list[str]:
+def refresh_frozen(session: Session, window_id: int, index: int, listed: Iterable[DataFile]) -> list[str]:
     """A batch that has not committed takes its files' current versions: a file replaced between a
     failed attempt and its retry (a corrupt file landed again, fixed) is what the retry reads, and
     nothing counted the old version. Returns the uris whose identity changed. A committed batch's
@@ -148,7 +119,7 @@ def refresh_frozen(session: Session, window_id: int, index: int, listed: Iterabl
 
 
 def _frozen_rows(
-    query_id: int, window_id: int, batch_id: int, files: Mapping[str, Sequence[ListedFile]]
+    query_id: int, window_id: int, batch_id: int, files: Mapping[str, Sequence[DataFile]]
 ) -> Iterator[dict[str, Any]]:
     now = utcnow()
     for stream, listed in files.items():
@@ -167,7 +138,7 @@ def _frozen_rows(
             }
 
 
-def _identity(query_id: int, f: ListedFile) -> dict[str, Any]:
+def _identity(query_id: int, f: DataFile) -> dict[str, Any]:
     return {
         "query_id": query_id,
         "stream": f.stream,
@@ -238,7 +209,7 @@ def record_file_event(
     session: Session,
     dag_id: str,
     window_id: int | None,
-    file: ListedFile,
+    file: DataFile,
     status: FileStatus,
     note: str | None = None,
 ) -> bool:

@@ -18,7 +18,6 @@ from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import lookup
 from airflow_iqp.ledger.files import (
     FrozenFile,
-    ListedFile,
     freeze,
     freeze_files,
     frozen_files,
@@ -45,10 +44,11 @@ if TYPE_CHECKING:
 
     from sqlalchemy.orm import Session
 
+    from airflow_iqp.streams.files import DataFile
+
 __all__ = [
     "BatchRow",
     "FrozenFile",
-    "ListedFile",
     "WindowRow",
     "add_dynamic_batch",
     "cost_observations",
@@ -257,7 +257,7 @@ def add_dynamic_batch(
     window_id: int,
     slot: int,
     reason: BatchReason | None,
-    files: Mapping[str, Sequence[ListedFile]],
+    files: Mapping[str, Sequence[DataFile]],
     first: int,
     last: int,
     predicted_cost: float,
