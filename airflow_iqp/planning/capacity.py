@@ -35,6 +35,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from airflow_iqp.planning.admission import Admission, RecurringQuery, admit
+from airflow_iqp.planning.cost import largest_fitting
 from airflow_iqp.validation import number, whole_number
 
 if TYPE_CHECKING:
@@ -249,39 +250,25 @@ def _admit(tasks: Sequence[RecurringQuery], cores: int, speedup: Speedup) -> Adm
 
 def smallest(tasks: Sequence[RecurringQuery], speedup: Speedup, hint: int = 1) -> int | None:
     """The fewest cores for which admission holds (0 with nothing to run; None: not even at
-    `speedup.max_cores`). Admission only gets easier with cores, so a search from `hint` (the
-    answer of a similar draw) outwards finds it in a few tests.
+    `speedup.max_cores`). Admission only gets easier with cores, so `largest_fitting`'s search
+    from `hint` (the answer of a similar draw) outwards finds it in a few tests.
     """
     if not tasks or all(t.work == 0 for t in tasks):
         return 0
 
-    def holds(cores: int) -> bool:
-        result = _admit(tasks, cores, speedup)
-        return result is not None and result.feasible
-
     top = speedup.max_cores
-    hint = min(max(hint, 1), top)
-    if holds(hint):
-        low, high, step = hint - 1, hint, 1  # fails at low (or low is 0), holds at high
-        while low > 0 and holds(low):
-            high, low, step = low, max(0, low - step), step * 2
-    else:
-        low, high, step = hint, hint + 1, 1
-        while high <= top and not holds(high):
-            low, high, step = high, high + step, step * 2
-        if high > top:
-            if low == top:
-                return None
-            high = top
-            if not holds(top):
-                return None
-    while high - low > 1:
-        middle = (low + high) // 2
-        if holds(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+
+    def misses(cores: int) -> bool:
+        """Admission fails at `cores`: true below one core, false above the most."""
+        if cores < 1:
+            return True
+        if cores > top:
+            return False
+        result = _admit(tasks, cores, speedup)
+        return result is None or not result.feasible
+
+    fewer = largest_fitting(min(max(hint, 1), top) - 1, misses)
+    return None if fewer >= top else fewer + 1
 
 
 def needed_by(tasks: Sequence[RecurringQuery], cores: int | None, speedup: Speedup) -> str | None:
