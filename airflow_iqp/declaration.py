@@ -42,7 +42,7 @@ RUNS_ON = (ExecutionPath.SPARK_SUBMIT, ExecutionPath.SPARK_CONNECT)  # the paths
 
 class CostModel(Protocol):
     """A partial model (seconds by rows) and a merge model (seconds by partials): a fitted file's
-    or a learned one's.
+    or a learned one's; a fitted one is also what a learned fit starts from (`fit_cost`'s prior).
     """
 
     @property

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
     from numpy.typing import NDArray
 
-    from airflow_iqp.learning.prior import Prior
+    from airflow_iqp.declaration import CostModel
 
 HALF_LIFE = 10  # observations of one kind after which an observation weighs half
 RECENT = 10 * HALF_LIFE  # observations of one kind fitted; the next older would weigh < 0.1%
@@ -339,7 +339,9 @@ def _fit_kind(observations: list[Observation], prior: PiecewiseLinearCost | None
     return model, spread
 
 
-def fit_cost(observations: Iterable[Observation], path: ExecutionPath | str, prior: Prior | None = None) -> LearnedCost:
+def fit_cost(
+    observations: Iterable[Observation], path: ExecutionPath | str, prior: CostModel | None = None
+) -> LearnedCost:
     """The cost model of one DAG on one execution path from its jobs' observations.
 
     With a `prior` (a fitted file's or a packaged model's section for this path) each kind

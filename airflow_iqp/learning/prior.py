@@ -22,7 +22,7 @@ the prior's own largest size, its average rate: `shape`): nothing measured says 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,18 +34,6 @@ if TYPE_CHECKING:
     from airflow_iqp.planning.cost import PiecewiseLinearCost
 
 SPREAD_RATIO = 2.0  # largest / smallest observed size below which only a scale is fitted
-
-
-class Prior(Protocol):
-    """A model to start from: a fitted file's section (`FittedCostModel`) or any partial and merge curve."""
-
-    @property
-    def partial(self) -> PiecewiseLinearCost:
-        """Seconds of one partial job by its input rows."""
-
-    @property
-    def merge(self) -> PiecewiseLinearCost:
-        """Seconds of the merge job by the partials it merges."""
 
 
 @dataclass(frozen=True)
