@@ -23,7 +23,7 @@ import time
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from airflow.sdk.exceptions import AirflowSkipException
 
@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from airflow_iqp.ledger.rows import BatchRow, WindowRow
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
 
+Descriptor = TypeVar("Descriptor", StaticBatch, DynamicSlot)
+
 
 class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     """One planned batch (static) or one batch slot (dynamic) of a window; see the module doc.
@@ -74,7 +76,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         self.work_dir = work_dir
 
     @property
-    def work(self) -> BatchWork:
+    def work(self) -> StaticBatchWork | DynamicSlotWork:
         """What this task does its own way: a planned batch's or a slot's."""
         found = descriptor(self.batch)
         return StaticBatchWork(self, found) if isinstance(found, StaticBatch) else DynamicSlotWork(self, found)
@@ -224,16 +226,14 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         return merge_request(self.declaration, window, planning_model(session, self.declaration, self.execution_path()))
 
 
-class BatchWork(ABC):
-    """What a planned batch and a dynamic slot do their own way; the operator does the rest."""
+class BatchWork(ABC, Generic[Descriptor]):
+    """What a planned batch and a dynamic slot do their own way; the operator does the rest.
+    `descriptor` is what the `plan` task handed this task.
+    """
 
-    def __init__(self, task: PartialAggregateOperator) -> None:
+    def __init__(self, task: PartialAggregateOperator, descriptor: Descriptor) -> None:
         self.task = task
-
-    @property
-    @abstractmethod
-    def descriptor(self) -> StaticBatch | DynamicSlot:
-        """What the `plan` task handed this task."""
+        self.descriptor: Descriptor = descriptor
 
     @abstractmethod
     def is_mine(self, batch: BatchRow) -> bool:
@@ -273,21 +273,12 @@ class BatchWork(ABC):
         """After the batch is recorded done, in a transaction of its own."""
 
 
-class StaticBatchWork(BatchWork):
+class StaticBatchWork(BatchWork[StaticBatch]):
     """A batch the plan cut by count: it waits for its units in `WindowInputTrigger`."""
-
-    def __init__(self, task: PartialAggregateOperator, batch: StaticBatch) -> None:
-        super().__init__(task)
-        self.batch = batch
-
-    @property
-    def descriptor(self) -> StaticBatch:
-        """See the base class."""
-        return self.batch
 
     def is_mine(self, batch: BatchRow) -> bool:
         """See the base class: the same index."""
-        return batch.index == self.batch.index
+        return batch.index == self.descriptor.index
 
     def wait(self, context: Context) -> Any:
         """Wait in the triggerer for the batch's units, or for the input to be final."""
@@ -304,7 +295,7 @@ class StaticBatchWork(BatchWork):
         """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
         (a replan may have moved it; see `runtime.replan`), or for the input to be final.
         """
-        b = self.batch
+        b = self.descriptor
         where = None if b.upto is None else (b.window_id, b.index)
         return WindowInputTrigger(b.input, b.upto, batch=where)
 
@@ -314,7 +305,7 @@ class StaticBatchWork(BatchWork):
         """See the base class: the plan's costs of the batches not done, and its merge."""
         return (
             window_remaining(window.status, window.batches, window.plan.merge_cost),
-            self.batch.index,
+            self.descriptor.index,
             BatchReason.PLANNED,
         )
 
@@ -327,12 +318,12 @@ class StaticBatchWork(BatchWork):
         backfill, `airflow dags test`), the order they run in does not change the plan's batch
         sizes.
         """
-        window_id, index = self.batch.window_id, self.batch.index
+        window_id, index = self.descriptor.window_id, self.descriptor.index
         summary = store.window_summary(session, window_id)
         current = next(b for b in summary.batches if b.index == index)
         if current.files is not None:
             return index
-        upto = None if self.batch.upto is None else current.last_tuple
+        upto = None if self.descriptor.upto is None else current.last_tuple
         taken = store.frozen_files(session, window_id)
         pending = [b for b in summary.batches if b.index < index and b.files is None]
         reserved = max((b.last_tuple for b in pending if b.status != BatchStatus.SKIPPED), default=0)
@@ -349,14 +340,14 @@ class StaticBatchWork(BatchWork):
 
     def window_done(self, session: Session) -> bool:
         """See the base class: the last batch, which took the rest once the input was final."""
-        return self.batch.upto is None and self.batch.window_input.look().final
+        return self.descriptor.upto is None and self.descriptor.window_input.look().final
 
     def recorded(self, index: int, ended: datetime) -> None:
         """Replan the window's remaining batches if this one ended off its plan
         (`runtime.replan`), in a transaction of its own, still under the lease: the batch is
         recorded done whatever the replan does, and a plan that cannot be remade is kept.
         """
-        task, window_id = self.task, self.batch.window_id
+        task, window_id = self.task, self.descriptor.window_id
         try:
             with session_scope() as session:
                 model = planning_model(session, task.declaration, task.execution_path())
@@ -373,25 +364,16 @@ class StaticBatchWork(BatchWork):
             )
 
 
-class DynamicSlotWork(BatchWork):
+class DynamicSlotWork(BatchWork[DynamicSlot]):
     """A slot: it waits until `slots.decide` says a batch is eligible, and cuts it when granted."""
-
-    def __init__(self, task: PartialAggregateOperator, slot: DynamicSlot) -> None:
-        super().__init__(task)
-        self.slot = slot
-
-    @property
-    def descriptor(self) -> DynamicSlot:
-        """See the base class."""
-        return self.slot
 
     def is_mine(self, batch: BatchRow) -> bool:
         """See the base class: the batch this slot cut."""
-        return batch.slot == self.slot.slot
+        return batch.slot == self.descriptor.slot
 
     def wait(self, context: Context) -> Any:
         """Queue when a batch is eligible, skip when the window has nothing left."""
-        spec, task = self.slot, self.task
+        spec, task = self.descriptor, self.task
         task.set_label(context)
         waited = time.monotonic() + SHORT_WAIT
         while True:  # a short wait here, not in the triggerer (see SHORT_WAIT)
@@ -415,7 +397,7 @@ class DynamicSlotWork(BatchWork):
 
     def listed(self) -> WindowSelection:
         """See the base class: what has landed decides what the slot would take."""
-        return self.slot.window_input.look()
+        return self.descriptor.window_input.look()
 
     def remaining(
         self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None
@@ -423,7 +405,7 @@ class DynamicSlotWork(BatchWork):
         """See the base class: with a model, the files not taken yet in MinBatch batches and the
         merge of them all; without one, the plan's merge and the costs of the batches not done.
         """
-        spec = self.slot
+        spec = self.descriptor
         selection = listed if listed is not None else self.listed()
         decision = decide(session, spec, selection, time.time())
         rows_per_file = window.plan.rows_per_file
@@ -441,7 +423,7 @@ class DynamicSlotWork(BatchWork):
 
     def take(self, session: Session, selection: WindowSelection) -> int:
         """This slot's unfinished batch (a retry), else a new one of the units waiting now."""
-        spec, task = self.slot, self.task
+        spec, task = self.descriptor, self.task
         if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
             return index
         decision = decide(session, spec, selection, time.time())
@@ -465,7 +447,7 @@ class DynamicSlotWork(BatchWork):
 
     def window_done(self, session: Session) -> bool:
         """See the base class: every slot left would skip (units may still land, or be cut)."""
-        spec = self.slot
+        spec = self.descriptor
         return decide(session, spec, spec.window_input.look(), time.time()).action is SlotAction.SKIP
 
     def taken_label(self, batch: BatchRow) -> str | None:
