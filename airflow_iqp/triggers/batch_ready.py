@@ -10,30 +10,27 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.slots import SlotAction, decide
+from airflow_iqp.triggers.polling import PollingTrigger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 
-class BatchReadyTrigger(BaseTrigger):
+class BatchReadyTrigger(PollingTrigger):
     """Fires when `slots.decide` tells the slot to run or to skip."""
 
     def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:  # spec: DynamicSlot.to_dict()
-        super().__init__()  # BaseTrigger.__init__ has no annotations
+        super().__init__(poll_interval)
         self.spec = spec
-        self.poll_interval = poll_interval
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {"spec": self.spec, "poll_interval": self.poll_interval},
-        )
+    def arguments(self) -> dict[str, Any]:
+        """See the base class."""
+        return {"spec": self.spec}
 
     def look(self) -> SlotAction:
         """What the slot may do now."""

@@ -9,14 +9,14 @@ usually grants directly, so the second case covers expired leases and gaps.
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_iqp.constants import Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope
+from airflow_iqp.triggers.polling import PollingTrigger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -24,27 +24,18 @@ if TYPE_CHECKING:
 GRANT_DUE: Final = "dispatch"  # the event's state when the task should come back and run the grant
 
 
-class GrantTrigger(BaseTrigger):
+class GrantTrigger(PollingTrigger):
     """Polls the request's state and whether the policy would grant it now."""
 
     def __init__(self, request_id: int, policy: Policy | str, resources: int, poll_interval: float = 1.0) -> None:
-        super().__init__()  # BaseTrigger.__init__ has no annotations
+        super().__init__(poll_interval)
         self.request_id = request_id
         self.policy = Policy(policy)  # a plain string after a round trip through the trigger's kwargs
         self.resources = resources
-        self.poll_interval = poll_interval
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "request_id": self.request_id,
-                "policy": self.policy.value,
-                "resources": self.resources,
-                "poll_interval": self.poll_interval,
-            },
-        )
+    def arguments(self) -> dict[str, Any]:
+        """See the base class."""
+        return {"request_id": self.request_id, "policy": self.policy.value, "resources": self.resources}
 
     def look(self) -> RequestState | Literal["dispatch"] | None:
         """The request's state once decided, GRANT_DUE when a grant is due, else None."""
@@ -58,28 +49,23 @@ class GrantTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll on wall-clock multiples of the interval until `look` has news."""
-        while (seen := await asyncio.to_thread(self.look)) is None:
-            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
+        seen = await self.news(self.look)
         event = {"request_id": self.request_id, "state": str(seen)}
         yield TriggerEvent(event)  # TriggerEvent.__init__ has no annotations
 
 
-class RequestEndedTrigger(BaseTrigger):
+class RequestEndedTrigger(PollingTrigger):
     """Waits until a granted request is released, expires, or its lease runs out: a retry waits
     so for the attempt before it, which still runs the job (read-only, like GrantTrigger).
     """
 
     def __init__(self, request_id: int, poll_interval: float = 1.0) -> None:
-        super().__init__()  # BaseTrigger.__init__ has no annotations
+        super().__init__(poll_interval)
         self.request_id = request_id
-        self.poll_interval = poll_interval
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {"request_id": self.request_id, "poll_interval": self.poll_interval},
-        )
+    def arguments(self) -> dict[str, Any]:
+        """See the base class."""
+        return {"request_id": self.request_id}
 
     def look(self) -> RequestState | None:
         """The request's state once its job has ended (or its lease ran out), else None."""

@@ -10,20 +10,19 @@ together and the dispatcher then orders their jobs, not which trigger looked fir
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import TYPE_CHECKING, Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.runtime.inputs import InputSpec
+from airflow_iqp.triggers.polling import PollingTrigger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
 
-class WindowInputTrigger(BaseTrigger):
+class WindowInputTrigger(PollingTrigger):
     """Fires once the window has at least `need` units, or its input is final (`need` None: only then).
     With `batch` (window id, batch index), `need` is that batch's planned end as the ledger holds
     it at each look, so a replan of the window (airflow_iqp.runtime.replan) moves what it waits for.
@@ -36,18 +35,14 @@ class WindowInputTrigger(BaseTrigger):
         poll_interval: float = 1.0,
         batch: tuple[int, int] | list[int] | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(poll_interval)
         self.input = input
         self.need = need
-        self.poll_interval = poll_interval
         self.batch = None if batch is None else (int(batch[0]), int(batch[1]))  # a list after a round trip
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """Class path and kwargs, as the triggerer rebuilds the trigger from them."""
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {"input": self.input, "need": self.need, "poll_interval": self.poll_interval, "batch": self.batch},
-        )
+    def arguments(self) -> dict[str, Any]:
+        """See the base class."""
+        return {"input": self.input, "need": self.need, "batch": self.batch}
 
     def ready(self) -> dict[str, Any] | None:
         """The event to fire now, or None to keep waiting."""
@@ -62,6 +57,4 @@ class WindowInputTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll until the batch's units are there or the input is final."""
-        while (event := await asyncio.to_thread(self.ready)) is None:
-            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
-        yield TriggerEvent(event)
+        yield TriggerEvent(await self.news(self.ready))
