@@ -294,17 +294,18 @@ def _check_mode(mode: str, alpha: object, tau_max: object) -> tuple[Mode, float 
         if alpha is not None or tau_max is not None:
             raise InvalidDeclaration("alpha and tau_max apply to mode='dynamic' only; static mode plans its batches")
         return checked, None, None
-    try:
-        checked_alpha = number(alpha, "alpha", above=0)
-    except ValueError:
-        raise InvalidDeclaration(
-            f"alpha must be a number > 0 (how much batching may add to one batch's cost, e.g. 0.5), got {alpha!r}"
-        ) from None
-    try:
-        checked_tau_max = number(tau_max, "tau_max", above=0)
-    except ValueError:
-        raise InvalidDeclaration(
-            f"tau_max must be a positive timedelta or number of seconds (how long one batch may hold the "
-            f"shared Spark resource), got {tau_max!r}"
-        ) from None
+    checked_alpha = _positive(alpha, "alpha", "a number > 0 (how much batching may add to one batch's cost, e.g. 0.5)")
+    checked_tau_max = _positive(
+        tau_max,
+        "tau_max",
+        "a positive timedelta or number of seconds (how long one batch may hold the shared Spark resource)",
+    )
     return checked, checked_alpha, checked_tau_max
+
+
+def _positive(value: object, name: str, meaning: str) -> float:
+    """`value` as a number > 0, or InvalidDeclaration saying what `name` must be: `meaning`."""
+    try:
+        return number(value, name, above=0)
+    except ValueError:
+        raise InvalidDeclaration(f"{name} must be {meaning}, got {value!r}") from None
