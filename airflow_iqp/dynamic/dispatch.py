@@ -179,11 +179,6 @@ class IdleTime:
     waits_for: Upcoming
 
     @property
-    def until(self) -> float:
-        """When the job waited for is released."""
-        return self.waits_for.release
-
-    @property
     def reason(self) -> str:
         """Why the resource was left idle, in words for the log and the ledger."""
         c, u = self.passed_over, self.waits_for

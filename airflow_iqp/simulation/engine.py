@@ -230,7 +230,7 @@ def _grant(
         raise RuntimeError(f"no ready job to grant at {now}")
     # Until the first release, the job waited for's at the latest.
     releases = (next_ready_time(w.state, now, min_batch) for w in waiters if w.request not in jobs)
-    until = min((t for t in releases if t > now), default=held.until)
+    until = min((t for t in releases if t > now), default=held.waits_for.release)
     return IdleEntry(now, until, held.passed_over.query, held.waits_for.query, held.reason)
 
 
