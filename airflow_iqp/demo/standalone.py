@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -12,6 +11,8 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from airflow_iqp import processes
 
 BIN = Path(sys.executable).parent
 POLICY = "edf"
@@ -121,16 +122,5 @@ def stop_group(process: subprocess.Popen[bytes] | subprocess.Popen[str] | None, 
     if pgid != process.pid:  # not a group leader of ours: end only the process itself
         process.terminate()
         return
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            process.poll()
-            try:
-                os.killpg(pgid, 0)  # anything left in the group?
-            except ProcessLookupError:
-                return
-            time.sleep(0.5)
+    processes.stop_group(pgid, grace)
+    process.poll()

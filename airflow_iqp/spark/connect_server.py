@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import IqpError
+from airflow_iqp.processes import stop_group
 from airflow_iqp.settings import airflow_home, driver_address
 
 if TYPE_CHECKING:
@@ -211,7 +211,7 @@ def start(
         if process.poll() is not None:
             raise ConnectServerError(f"the Spark Connect server exited with {process.returncode}:\n{_tail(server.log)}")
         if time.monotonic() > give_up:
-            _stop_group(process.pid, grace=10)
+            stop_group(process.pid, grace=10)
             raise ConnectServerError(f"the Spark Connect server did not answer within {timeout:g} s; see {server.log}")
         time.sleep(0.25)
     return server
@@ -227,7 +227,7 @@ def stop(state_dir: Path, grace: float = 30.0) -> ConnectServer | None:
     """Stop the server the state directory records (its whole process group); None if none runs."""
     server = status(state_dir)
     if server is not None:
-        _stop_group(server.pid, grace)
+        stop_group(server.pid, grace)
     (state_dir / STATE_FILE).unlink(missing_ok=True)
     return server
 
@@ -249,26 +249,6 @@ def _write_token(path: Path, token: str | None) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w") as out:
         out.write(token + "\n")
-
-
-def _stop_group(pgid: int, grace: float) -> None:
-    """SIGTERM the process group, then SIGKILL what is left after `grace` seconds."""
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(pgid, sig)
-        except ProcessLookupError:
-            return
-        give_up = time.monotonic() + wait
-        while time.monotonic() < give_up:
-            try:
-                os.waitpid(pgid, os.WNOHANG)  # reap it if it is our child
-            except ChildProcessError:
-                pass
-            try:
-                os.killpg(pgid, 0)
-            except ProcessLookupError:
-                return
-            time.sleep(0.25)
 
 
 def _tail(log: Path, lines: int = 20) -> str:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import time
 import urllib.request
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyspark
 
+from airflow_iqp import processes
 from airflow_iqp.spark.connect_server import LOOPBACK, free_port
 
 if TYPE_CHECKING:
@@ -87,16 +87,8 @@ def daemon(args: list[str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 def stop_group(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
     """SIGTERM the daemon's process group (launcher and JVM), SIGKILL it if it lingers."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            process.wait(grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    processes.stop_group(process.pid, grace)
+    process.poll()
 
 
 @contextmanager
