@@ -182,7 +182,7 @@ def demo_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("after", "presses"),
     [
-        ("DAGs unpaused", 1),  # Airflow up, DAGs parsed, the demo waiting
+        ("airflow standalone started", 1),  # the Connect server and Airflow up
         ("airflow standalone started", 2),  # the second while the demo stops what it started
     ],
 )
