@@ -9,7 +9,6 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from fsspec.implementations.local import LocalFileSystem
 
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.listing import ListingError, list_files, list_window
@@ -33,20 +32,6 @@ def land(root: Path, relative: str, at: datetime) -> Path:
 
 def hive_stream(root: Path, **extra: Any) -> FileStream:
     return FileStream(str(root), window_by="path", pattern="dt={date}/hour={hour}/minute={minute}", **extra)
-
-
-@pytest.fixture
-def ls_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The directories the local filesystem lists (one `os.scandir` each), in order."""
-    calls: list[str] = []
-    ls = LocalFileSystem.ls
-
-    def counted(self: LocalFileSystem, path: str, detail: bool = False, **kwargs: Any) -> Any:
-        calls.append(str(path))
-        return ls(self, path, detail=detail, **kwargs)
-
-    monkeypatch.setattr(LocalFileSystem, "ls", counted)
-    return calls
 
 
 def test_the_window_listing_cuts_into_the_same_window_as_the_whole_listing(tmp_path: Path, ls_calls: list[str]) -> None:
