@@ -119,7 +119,9 @@ def test_a_year_of_hourly_partitions_lists_a_handful_of_directories_for_one_wind
 
     listed, calls = walk(layout, paths, start, start + timedelta(minutes=10))
 
-    assert listed == {hive(datetime(2025, 9, 1, 8, tzinfo=UTC), padded=True, index=hours.index(start.replace(minute=0)))}
+    assert listed == {
+        hive(datetime(2025, 9, 1, 8, tzinfo=UTC), padded=True, index=hours.index(start.replace(minute=0)))
+    }
     assert calls == 2  # the stream's directory, then dt=2025-09-01; hour=08 is taken whole
 
 
