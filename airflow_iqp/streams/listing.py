@@ -12,6 +12,7 @@ store from being listed raises `ListingError` naming the stream and the URI.
 
 from __future__ import annotations
 
+import os
 import posixpath
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -71,7 +72,7 @@ def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -
         pending: list[tuple[str, tuple[str, ...]]] = [(base, ())]
         while pending:
             directory, chain = pending.pop()
-            for info in list_level(root, directory, base):
+            for info in list_level(root, directory, base, directory_times=False):
                 path = str(info["name"]).rstrip("/")
                 child = path.rsplit("/", 1)[-1]
                 if info.get("type") != "directory":
@@ -88,13 +89,21 @@ def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -
     return listed(name, stream, base, found)
 
 
-def list_level(root: ObjectStoragePath, directory: str, base: str) -> list[dict[str, Any]]:
+def list_level(
+    root: ObjectStoragePath, directory: str, base: str, *, directory_times: bool = True
+) -> list[dict[str, Any]]:
     """One level of a directory, fresh from the store; the stream's own directory may be
-    missing (an empty listing) as long as what would hold it exists.
+    missing (an empty listing) as long as what would hold it exists. Without `directory_times`
+    a local directory's subdirectories come with their name and type only: its listing reads
+    no inode of theirs, so a partition level costs the same however many partitions it holds.
     """
     root.fs.invalidate_cache(directory)
     try:
-        entries: list[dict[str, Any]] = root.fs.ls(directory, detail=True)
+        entries: list[dict[str, Any]]
+        if root.protocol in _LOCAL_PROTOCOLS and not directory_times:
+            entries = _local_level(root.fs, directory)
+        else:
+            entries = root.fs.ls(directory, detail=True)
     except FileNotFoundError:
         if directory != base:
             raise
@@ -103,6 +112,19 @@ def list_level(root: ObjectStoragePath, directory: str, base: str) -> list[dict[
     if not entries and directory == base:
         _check_holder(root, base)
     return entries
+
+
+def _local_level(fs: Any, directory: str) -> list[dict[str, Any]]:
+    """`fs.ls(directory, detail=True)`, but a subdirectory's info is its name and type: the
+    type is in the directory entry itself, its times and size would each cost a `stat`.
+    """
+    if not os.path.isdir(directory):
+        return [fs.info(directory)]  # a file (`listed` says it is no stream directory), or FileNotFoundError
+    with os.scandir(directory) as entries:
+        return [
+            {"name": entry.path, "type": "directory"} if entry.is_dir(follow_symlinks=False) else fs.info(entry)
+            for entry in entries
+        ]
 
 
 def stream_root(stream: FileStream) -> tuple[ObjectStoragePath, str]:

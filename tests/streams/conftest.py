@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
-from fsspec.implementations.local import LocalFileSystem
 
 
 @pytest.fixture
 def ls_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The directories the local filesystem lists (one `os.scandir` each), in order."""
+    """The local directories listed (one `os.scandir` each, whoever calls it), in order."""
     calls: list[str] = []
-    ls = LocalFileSystem.ls
+    scandir = os.scandir
 
-    def counted(self: LocalFileSystem, path: str, detail: bool = False, **kwargs: Any) -> Any:
-        calls.append(str(path))
-        return ls(self, path, detail=detail, **kwargs)
+    def counted(path: Any = ".") -> Any:
+        calls.append(os.fspath(path))
+        return scandir(path)
 
-    monkeypatch.setattr(LocalFileSystem, "ls", counted)
+    monkeypatch.setattr(os, "scandir", counted)
     return calls
