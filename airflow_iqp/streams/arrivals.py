@@ -32,6 +32,8 @@ class _Directory:
     """What the last listing of one directory showed."""
 
     files: dict[str, dict[str, Any]] = field(default_factory=dict)  # path -> fsspec info
+    children: list[str] = field(default_factory=list)  # its data subdirectories
+    touched: datetime | None = None  # its own time then (local disks)
     settled: bool = False
 
 
@@ -66,31 +68,48 @@ class ArrivalWatch:
         touched: datetime | None = None,
     ) -> bool:
         """List `directory` unless it settled (and its time, `touched`, has not moved past the
-        horizon since: on a local disk a directory's time moves when an entry lands in it), and
-        the unsettled directories below it; whether it is settled now. The stream's own
-        directory never settles: new partitions appear in it.
+        horizon since: on a local disk a directory's time moves when an entry lands in it or
+        leaves it) or, on a local disk, its time has not moved since its last listing; then the
+        unsettled directories below it. Whether it is settled now. The stream's own directory
+        never settles: new partitions appear in it.
         """
         known = self._directories.get(directory)
         if known is not None and known.settled and (touched is None or touched < horizon):
             seen[directory] = known
             return True
-        state = _Directory()
-        changed = [] if touched is None else [touched]
-        children: list[tuple[str, datetime | None]] = []
-        try:
-            entries = list_level(root, directory, base)
-        except FileNotFoundError:
-            return True  # removed since its parent was listed: nothing of it to watch
-        for info in entries:
-            path = str(info["name"]).rstrip("/")
-            if info.get("type") != "directory" or path == directory:
-                state.files[path] = info  # the stream's path may be a file: `listed` says so
-                changed.append(_modified(info, self.name, path))
-            elif is_data(path.rsplit("/", 1)[-1]):
-                children.append((path, _modified(info, self.name, path) if "mtime" in info else None))
+        if known is not None and touched is not None and known.touched == touched:
+            # No entry added or removed since its last listing: only its subdirectories' times are read.
+            state = _Directory(known.files, known.children, touched)
+            children = [(child, _time_of(root, child)) for child in known.children]
+        else:
+            try:
+                entries = list_level(root, directory, base)
+            except FileNotFoundError:
+                return True  # removed since its parent was listed: nothing of it to watch
+            state, children = _Directory(touched=touched), []
+            for info in entries:
+                path = str(info["name"]).rstrip("/")
+                if info.get("type") != "directory" or path == directory:
+                    state.files[path] = info  # the stream's path may be a file: `listed` says so
+                elif is_data(path.rsplit("/", 1)[-1]):
+                    children.append((path, _modified(info, self.name, path) if "mtime" in info else None))
+            state.children = [child for child, _ in children]
+        changed = [_modified(info, self.name, path) for path, info in state.files.items()]
+        changed += [] if touched is None else [touched]
         quiet = [self._visit(root, child, base, horizon, seen, at) for child, at in children]
         state.settled = directory != base and all(quiet) and all(at < horizon for at in changed)
         if state.settled:
             state.files = {}  # older than any window still waiting: not kept
         seen[directory] = state
         return state.settled
+
+
+def _time_of(root: Any, directory: str) -> datetime | None:
+    """A directory's time as its filesystem gives it now; None if it gives none or the
+    directory is gone (its listing then says so).
+    """
+    try:
+        info = root.fs.info(directory)
+    except FileNotFoundError:
+        return None
+    return _modified(info, directory, directory) if "mtime" in info else None

@@ -55,6 +55,10 @@ def test_old_directories_settle_and_are_not_listed_again(tmp_path: Path, ls_call
     assert seen == {f"dt={NOW:%Y-%m-%d}/hour={NOW:%H}/now-{i}.parquet" for i in (1, 2)}
     assert len(ls_calls) - first == 3  # the stream's directory, today's, this hour's
 
+    third = len(ls_calls)
+    assert relatives(watch) == seen
+    assert len(ls_calls) - third == 1  # nothing landed: the stream's directory only (the others' times are read)
+
 
 def test_a_file_landing_in_a_settled_directory_below_a_listed_one_is_seen(tmp_path: Path, ls_calls: list[str]) -> None:
     land(tmp_path, "producer-a/1.parquet", NOW - timedelta(days=2))
