@@ -6,9 +6,13 @@ changed for longer than the horizon (the history, and at least the window plus i
 *settled*: listed once by this process, then never again, and its files are dropped from the
 watch. Each look lists the stream's directory and every unsettled directory below it (one `ls`
 each); once the old partitions have settled, that is the directories files land in now, whatever
-the stream's age. A file that lands in a settled directory is not seen here; the declaration of
-`history` says that does not happen (and a task's own look, which lists the whole stream, would
-still find it: the watch only tells the triggers when to wake).
+the stream's age. On a local disk a directory's time moves when an entry lands in it or leaves
+it, so an unsettled directory whose time has not moved is not listed again (its time is read, a
+`stat`), and a settled one whose time moves is listed again: a look then lists the directories
+that received files since the last one. A file that lands in a settled directory whose parent
+is settled too is not seen here, nor one rewritten in place; the declaration of `history` says
+the first does not happen, and a task's own look, which lists the whole stream, finds both (the
+watch only tells the triggers when to wake).
 """
 
 from __future__ import annotations
