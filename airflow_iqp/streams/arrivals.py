@@ -93,9 +93,9 @@ class ArrivalWatch:
             state, children = _Directory(touched=touched), []
             for info in entries:
                 path = str(info["name"]).rstrip("/")
-                if info.get("type") != "directory" or path == directory:
-                    state.files[path] = info  # the stream's path may be a file: `listed` says so
-                elif is_data(path.rsplit("/", 1)[-1]):
+                if info.get("type") != "directory":
+                    state.files[str(info["name"])] = info  # as named: `listed` knows a placeholder by its '/'
+                elif path != directory and is_data(path.rsplit("/", 1)[-1]):
                     children.append((path, _modified(info, self.name, path) if "mtime" in info else None))
             state.children = [child for child, _ in children]
         changed = [_modified(info, self.name, path) for path, info in state.files.items()]

@@ -76,7 +76,7 @@ def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -
                 path = str(info["name"]).rstrip("/")
                 child = path.rsplit("/", 1)[-1]
                 if info.get("type") != "directory":
-                    found[path] = info
+                    found[str(info["name"])] = info  # as named: `listed` knows a placeholder by its '/'
                     continue
                 if not is_data(child):
                     continue  # nothing below a hidden directory is data or a marker of data

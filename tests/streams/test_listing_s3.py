@@ -20,6 +20,7 @@ import pytest
 from airflow.sdk import ObjectStoragePath
 from moto.server import ThreadedMotoServer
 
+from airflow_iqp.streams.arrivals import ArrivalWatch
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.listing import ListingError, list_files, list_window
 from airflow_iqp.streams.spec import FileStream
@@ -157,6 +158,8 @@ def test_hive_window_listing_on_s3_lists_only_the_window_s_prefixes(s3: Any, con
         for hour in (9, 10, 11):
             s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=2026-01-0{day}/hour={hour}/part-0.parquet", Body=b"x")
     s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=2026-01-01/hour=10/_SUCCESS", Body=b"")
+    for placeholder in ("", "dt=2026-01-01/", "dt=2026-01-01/hour=10/"):  # what some tools write for a "directory"
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{placeholder}", Body=b"")
     stream = FileStream(
         f"s3://{BUCKET}/{prefix}",
         conn_id=conn_id,
@@ -186,6 +189,25 @@ def test_hive_window_listing_on_s3_lists_only_the_window_s_prefixes(s3: Any, con
         f"{prefix}/dt=2026-01-01/",
         f"{prefix}/dt=2026-01-01/hour=10/",
     ]
+
+
+def test_an_arrival_watch_on_s3_lists_the_prefixes_still_receiving_objects(s3: Any, conn_id: str) -> None:
+    prefix = f"sales-{uuid.uuid4().hex[:6]}"
+    for key in ("", "dt=1/", "dt=1/a.parquet", "dt=2/b.parquet", "dt=2/_SUCCESS"):
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{key}", Body=b"x")
+    stream = FileStream(f"s3://{BUCKET}/{prefix}", conn_id=conn_id, history=timedelta(hours=1), close_marker="_SUCCESS")
+    watch = ArrivalWatch("sales", stream)
+    now = datetime.now(UTC)
+    assert sorted(f.relative for f in watch.look(now - timedelta(hours=1)).files) == [
+        "dt=1/a.parquet",
+        "dt=2/b.parquet",
+    ]
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=3/c.parquet", Body=b"x")
+    listing = watch.look(now - timedelta(hours=1))
+    assert sorted(f.relative for f in listing.files) == ["dt=1/a.parquet", "dt=2/b.parquet", "dt=3/c.parquet"]
+    assert [m.relative for m in listing.markers] == ["dt=2/_SUCCESS"]
+    # an hour later, nothing new: every partition settles, and their files leave the watch
+    assert watch.look(now + timedelta(hours=1, seconds=1)).files == ()
 
 
 def test_a_prefix_with_no_objects_yet_is_empty_but_a_missing_bucket_is_an_error(conn_id: str) -> None:
