@@ -1,0 +1,172 @@
+"""The ledger's per-file queries and the monitor's reads, timed with a long history in `stream_files`.
+
+Run: uv run --locked python benchmarks/ledger_scale.py [--windows 1000] [--files 1000]
+
+A SQLite ledger with one DAG, `--windows` hourly windows of one batch each, every batch having
+frozen `--files` files (1000 x 1000: 1M rows in `stream_files`). Then each read a task, a
+trigger or a page of the monitor makes is timed (median of 5) against the latest window: what
+the late-file check and a retry ask (`frozen_identities` of the window's files), what a plan's
+input check asks (`frozen_files`), a freeze of a new batch (`freeze_files`, which looks for every
+one of its files in the DAG's frozen ones), a late-file event, and the monitor's reads (its
+queries, a page of windows, one window, the dispatcher). Each is printed against the 200 ms a
+page may take.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import insert
+
+from airflow_iqp.constants import FileStatus, Mode
+from airflow_iqp.ledger import lookup, session_scope, store
+from airflow_iqp.ledger.models import StreamFile
+from airflow_iqp.ui import read
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from sqlalchemy.orm import Session
+
+DAG = "iqp_scale"
+HOUR = timedelta(hours=1)
+FIRST = datetime(2025, 1, 1, tzinfo=UTC)
+TARGET_MS = 200.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A listed file, as `ledger.files.ListedFile` wants it."""
+
+    stream: str
+    uri: str
+    size: int
+    modified: datetime
+    etag: str | None = None
+    rows: int | None = None
+
+
+def uri(window: int, i: int) -> str:
+    at = FIRST + window * HOUR
+    return f"s3://landing/events/dt={at:%Y-%m-%d}/hour={at:%H}/part-{i:05d}.parquet"
+
+
+def batch_row(at: datetime) -> dict[str, Any]:
+    return {
+        "index": 0,
+        "first_tuple": 1,
+        "last_tuple": 1,
+        "release": at,
+        "latest_start": at,
+        "planned_start": at,
+        "predicted_cost": 1.0,
+    }
+
+
+def fill(url: str, windows: int, files: int) -> list[int]:
+    """The DAG, its windows and their frozen files; the window ids, oldest first."""
+    ids = []
+    with session_scope(url) as s:
+        store.register_query(s, dag_id=DAG, name="scale", sql="SELECT 1", mode=Mode.STATIC, params={})
+    for w in range(windows):
+        at = FIRST + w * HOUR
+        with session_scope(url) as s:
+            window_id = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, files, {}, [batch_row(at)])
+            batch = lookup.batch(s, window_id, 0)
+            query_id = lookup.query_id(s, DAG)
+            rows = [
+                {
+                    "query_id": query_id,
+                    "window_id": window_id,
+                    "batch_id": batch.id,
+                    "stream": "events",
+                    "uri": uri(w, i),
+                    "size": 1000,
+                    "modified": at,
+                    "status": FileStatus.FROZEN.value,
+                    "recorded_at": at,
+                }
+                for i in range(files)
+            ]
+            s.execute(insert(StreamFile), rows)
+            batch.files = {"events": [row["uri"] for row in rows]}
+        ids.append(window_id)
+    return ids
+
+
+def timed(url: str, work: Callable[[Session], object], repeat: int = 5, read_only: bool = True) -> float:
+    times = []
+    for _ in range(repeat):
+        with session_scope(url, read_only=read_only) as s:
+            began = time.perf_counter()
+            work(s)
+            times.append((time.perf_counter() - began) * 1000)
+    return statistics.median(times)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows", type=int, default=1000)
+    parser.add_argument("--files", type=int, default=1000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="iqp-ledger-scale-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'ledger.db'}"
+        began = time.perf_counter()
+        ids = fill(url, args.windows, args.files)
+        print(f"{args.windows * args.files:,} rows in stream_files in {time.perf_counter() - began:.0f} s", flush=True)
+        latest, last = ids[-1], args.windows - 1
+        listed = [uri(last, i) for i in range(args.files)] + [uri(args.windows, i) for i in range(100)]
+        with session_scope(url) as s:
+            query = read.query_of_dag(s, DAG)
+        assert query is not None
+        at = FIRST + args.windows * HOUR
+        with session_scope(url) as s:
+            new_window = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, 100, {}, [batch_row(at)])
+        fresh = [Listed("events", uri(args.windows, i), 1000, at) for i in range(100)]
+        late = Listed("events", uri(0, args.files), 1000, FIRST + 2 * HOUR)
+        reads: dict[str, Callable[[Session], object]] = {
+            f"frozen_identities ({len(listed)} uris: late files, retries)": lambda s: store.frozen_identities(
+                s, DAG, listed
+            ),
+            "frozen_files (a plan's input check)": lambda s: store.frozen_files(s, latest),
+            "window_summary (tasks)": lambda s: store.window_summary(s, latest),
+            "planned_upto (WindowInputTrigger)": lambda s: store.planned_upto(s, latest, 0),
+            "monitor: queries": lambda s: read.queries(s),
+            "monitor: a page of 50 windows": lambda s: read.windows(s, query, 50),
+            "monitor: one window": lambda s: read.window(s, query, latest),
+            "monitor: dispatcher": lambda s: read.dispatcher(s, at - timedelta(days=1)),
+        }
+        rows = [(name, timed(url, work)) for name, work in reads.items()]
+        rows.append(
+            (
+                "freeze_files (100 new files)",
+                timed(url, lambda s: store.freeze_files(s, new_window, 0, {"events": fresh}), 1, read_only=False),
+            )
+        )
+        rows.append(
+            (
+                "record_file_event (a late file)",
+                timed(
+                    url,
+                    lambda s: store.record_file_event(s, DAG, ids[0], late, FileStatus.LATE, note="late"),
+                    1,
+                    read_only=False,
+                ),
+            )
+        )
+    print(f"| read or write ({args.windows * args.files:,} rows in stream_files) | ms | under {TARGET_MS:.0f} ms |")
+    print("|---|---:|---|")
+    for name, ms in rows:
+        print(f"| {name} | {ms:.1f} | {'yes' if ms < TARGET_MS else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
