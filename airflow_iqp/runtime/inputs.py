@@ -75,10 +75,11 @@ class InputSpec:
         """A waiting look: list each stream only as far as this window needs, sharing the listing
         with the looks of the same moment (streams/watch.py), and cut it into this window.
 
-        Its `units` and `final` are the window's as `look` would show them (a unit whose files
-        landed in different windows is seen once its earliest file is within the stream's
-        listing); `earlier`, `later`, `unmatched` and `unassigned` hold only what these narrower
-        listings saw. For triggers: the task that wakes looks whole again before it freezes.
+        Its `units` and `final` are the window's as `look` would show them, as long as the
+        streams keep to what they declare (a template's layout, an arrival stream's `history`)
+        and a join's files of one unit land within the narrower listings; `earlier`, `later`,
+        `unmatched` and `unassigned` hold only what those saw. For triggers: what they miss only
+        delays a wake-up, since the task that wakes looks whole again before it freezes.
         """
         now = now or datetime.now(UTC)
         streams = self.file_streams()
