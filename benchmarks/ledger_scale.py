@@ -19,7 +19,6 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,6 +28,8 @@ from sqlalchemy import insert
 from airflow_iqp.constants import FileStatus, Mode
 from airflow_iqp.ledger import lookup, session_scope, store
 from airflow_iqp.ledger.models import StreamFile
+from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.streams.files import DataFile
 from airflow_iqp.ui import read
 
 if TYPE_CHECKING:
@@ -42,21 +43,15 @@ FIRST = datetime(2025, 1, 1, tzinfo=UTC)
 TARGET_MS = 200.0
 
 
-@dataclass(frozen=True)
-class Listed:
-    """A listed file, as `ledger.files.ListedFile` wants it."""
-
-    stream: str
-    uri: str
-    size: int
-    modified: datetime
-    etag: str | None = None
-    rows: int | None = None
-
-
 def uri(window: int, i: int) -> str:
     at = FIRST + window * HOUR
     return f"s3://landing/events/dt={at:%Y-%m-%d}/hour={at:%H}/part-{i:05d}.parquet"
+
+
+def listed_file(address: str, modified: datetime) -> DataFile:
+    return DataFile(
+        stream="events", uri=address, relative=address.split("/events/", 1)[1], size=1000, modified=modified
+    )
 
 
 def batch_row(at: datetime) -> dict[str, Any]:
@@ -79,7 +74,7 @@ def fill(url: str, windows: int, files: int) -> list[int]:
     for w in range(windows):
         at = FIRST + w * HOUR
         with session_scope(url) as s:
-            window_id = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, files, {}, [batch_row(at)])
+            window_id = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, files, PlanRecord(), [batch_row(at)])
             batch = lookup.batch(s, window_id, 0)
             query_id = lookup.query_id(s, DAG)
             rows = [
@@ -129,9 +124,9 @@ def main(argv: list[str]) -> None:
         assert query is not None
         at = FIRST + args.windows * HOUR
         with session_scope(url) as s:
-            new_window = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, 100, {}, [batch_row(at)])
-        fresh = [Listed("events", uri(args.windows, i), 1000, at) for i in range(100)]
-        late = Listed("events", uri(0, args.files), 1000, FIRST + 2 * HOUR)
+            new_window = store.record_plan(s, DAG, at, at + HOUR, at + 2 * HOUR, 100, PlanRecord(), [batch_row(at)])
+        fresh = [listed_file(uri(args.windows, i), at) for i in range(100)]
+        late = listed_file(uri(0, args.files), FIRST + 2 * HOUR)
         reads: dict[str, Callable[[Session], object]] = {
             f"frozen_identities ({len(listed)} uris: late files, retries)": lambda s: store.frozen_identities(
                 s, DAG, listed
