@@ -2,8 +2,8 @@
 
 Run: uv run --locked python benchmarks/ledger_scale.py [--windows 1000] [--files 1000]
 
-A SQLite ledger with one DAG, `--windows` hourly windows of one batch each, every batch having
-frozen `--files` files (1000 x 1000: 1M rows in `stream_files`). Then each read a task, a
+A SQLite ledger with one DAG, `--windows` hourly windows of one batch each (merged, but the
+latest), every batch having frozen `--files` files (1000 x 1000: 1M rows in `stream_files`). Then each read a task, a
 trigger or a page of the monitor makes is timed (median of 5) against the latest window: what
 the late-file check and a retry ask (`frozen_identities` of the window's files), what a plan's
 input check asks (`frozen_files`), a freeze of a new batch (`freeze_files`, which looks for every
@@ -15,6 +15,7 @@ page may take.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import insert
 
-from airflow_iqp.constants import FileStatus, Mode
+from airflow_iqp.constants import BatchStatus, FileStatus, Mode, WindowStatus
 from airflow_iqp.ledger import lookup, session_scope, store
 from airflow_iqp.ledger.models import StreamFile
 from airflow_iqp.planning.record import PlanRecord
@@ -93,11 +94,15 @@ def fill(url: str, windows: int, files: int) -> list[int]:
             ]
             s.execute(insert(StreamFile), rows)
             batch.files = {"events": [row["uri"] for row in rows]}
+            if w < windows - 1:  # a year of history is merged; the latest window is open
+                batch.status = BatchStatus.DONE
+                lookup.window(s, window_id).status = WindowStatus.MERGED
         ids.append(window_id)
     return ids
 
 
 def timed(url: str, work: Callable[[Session], object], repeat: int = 5, read_only: bool = True) -> float:
+    print(".", end="", flush=True)
     times = []
     for _ in range(repeat):
         with session_scope(url, read_only=read_only) as s:
@@ -105,6 +110,56 @@ def timed(url: str, work: Callable[[Session], object], repeat: int = 5, read_onl
             work(s)
             times.append((time.perf_counter() - began) * 1000)
     return statistics.median(times)
+
+
+def api_times(url: str, window_id: int, repeat: int = 5) -> list[tuple[str, float]]:
+    """The monitor's routes through its FastAPI app in process, as an admin, median of `repeat`.
+
+    As tests/ui/test_api.py does it: Airflow's SimpleAuthManager answers for the user, and the
+    two lookups the API server makes in Airflow's metadata database (a DAG's team, a revoked
+    token) are answered here, since this process has none.
+    """
+    from airflow.api_fastapi.app import _AuthManagerState
+    from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from airflow.models.dag import DagModel
+    from airflow.models.revoked_token import RevokedToken
+    from fastapi.testclient import TestClient
+
+    from airflow_iqp.ui.api import create_app
+
+    class OneDag(SimpleAuthManager):
+        def get_authorized_dag_ids(self, *, user: Any, method: Any = "GET", session: Any = None) -> set[str]:
+            return {DAG}
+
+    os.environ["AIRFLOW__API_AUTH__JWT_SECRET"] = "ledger-scale-" + "0" * 64
+    os.environ["AIRFLOW_CONN_IQP_DEFAULT"] = url
+    manager = OneDag()
+    _AuthManagerState.instance = manager
+    setattr(
+        DagModel, "get_team_name", staticmethod(lambda dag_id, **_: None)
+    )  # setattr: mypy refuses assigning a method
+    setattr(RevokedToken, "is_revoked", classmethod(lambda cls, jti, **_: False))
+    cookie = {"Cookie": f"_token={manager.generate_jwt(SimpleAuthManagerUser(username='admin', role='admin'))}"}
+    routes = [
+        "/api/v1/queries",
+        f"/api/v1/dags/{DAG}/windows",
+        f"/api/v1/dags/{DAG}/windows/{window_id}",
+        "/api/v1/dispatcher",
+        "/api/v1/misses",
+    ]
+    found = []
+    with TestClient(create_app(), base_url="http://testserver/") as client:
+        for route in routes:
+            times = []
+            for _ in range(repeat):
+                began = time.perf_counter()
+                response = client.get(route, headers=cookie)
+                times.append((time.perf_counter() - began) * 1000)
+                if response.status_code != 200:
+                    raise RuntimeError(f"{route}: {response.status_code} {response.text[:200]}")
+            found.append((f"GET {route}", statistics.median(times)))
+    return found
 
 
 def main(argv: list[str]) -> None:
@@ -157,6 +212,14 @@ def main(argv: list[str]) -> None:
                 ),
             )
         )
+        everything = [uri(w, i) for w in range(args.windows) for i in range(args.files)]
+        rows.append(
+            (
+                f"frozen_identities of the whole history ({len(everything):,} uris: late_files' whole listing)",
+                timed(url, lambda s: store.frozen_identities(s, DAG, everything), 1),
+            )
+        )
+        rows += api_times(url, latest)
     print(f"| read or write ({args.windows * args.files:,} rows in stream_files) | ms | under {TARGET_MS:.0f} ms |")
     print("|---|---:|---|")
     for name, ms in rows:
