@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_iqp.streams.assign import ORIGIN, select_window
 from airflow_iqp.streams.listing import list_files
 from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.streams.watch import window_listing
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
-    from airflow_iqp.streams.files import DataFile
+    from airflow_iqp.streams.files import DataFile, StreamListing
 
 
 @dataclass(frozen=True)
@@ -63,17 +64,34 @@ class InputSpec:
         )
 
     def look(self, now: datetime | None = None) -> WindowSelection:
-        """List every stream once and cut the listings into this window."""
+        """List every stream whole once and cut the listings into this window: what a task
+        freezes batches from, and what sees other windows' files (late ones, for backfills).
+        """
         streams = self.file_streams()
         listings = {name: list_files(name, stream) for name, stream in streams.items()}
-        return select_window(
-            streams,
-            listings,
-            start=self.window_start,
-            window=self.window,
-            origin=ORIGIN,
-            now=now or datetime.now(UTC),
-        )
+        return self._select(streams, listings, now or datetime.now(UTC))
+
+    def look_window(self, now: datetime | None = None) -> WindowSelection:
+        """A waiting look: list each stream only as far as this window needs, sharing the listing
+        with the looks of the same moment (streams/watch.py), and cut it into this window.
+
+        Its `units` and `final` are the window's as `look` would show them, as long as the
+        streams keep to what they declare (a template's layout, an arrival stream's `history`)
+        and a join's files of one unit land within the narrower listings; `earlier`, `later`,
+        `unmatched` and `unassigned` hold only what those saw. For triggers: what they miss only
+        delays a wake-up, since the task that wakes looks whole again before it freezes.
+        """
+        now = now or datetime.now(UTC)
+        streams = self.file_streams()
+        listings = {
+            name: window_listing(name, stream, self.window_start, self.window, now) for name, stream in streams.items()
+        }
+        return self._select(streams, listings, now)
+
+    def _select(
+        self, streams: Mapping[str, FileStream], listings: Mapping[str, StreamListing], now: datetime
+    ) -> WindowSelection:
+        return select_window(streams, listings, start=self.window_start, window=self.window, origin=ORIGIN, now=now)
 
 
 def untaken(units: Iterable[InputUnit], taken: set[str]) -> list[InputUnit]:

@@ -1,7 +1,9 @@
 """List a stream's directory through Airflow's object storage (`ObjectStoragePath`, fsspec).
 
-One recursive `find` per listing, with the filesystem's directory cache dropped first: a
-trigger lists the same directory again and again and must see what landed since. A stream
+`list_files` is one recursive `find` of the whole directory, with the filesystem's directory
+cache dropped first: a trigger lists the same directory again and again and must see what
+landed since. `list_window` lists only what a `window_by="path"` stream's template maps to one
+window, so a look costs what the window holds, not what the history holds. A stream
 directory that does not exist yet is an empty listing (producers often create it with their
 first file, and object stores have no empty directories), as long as what holds it exists: the
 bucket on an object store, the parent directory on a local disk. Anything else that keeps the
@@ -10,7 +12,9 @@ store from being listed raises `ListingError` naming the stream and the URI.
 
 from __future__ import annotations
 
+import os
 import posixpath
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -19,9 +23,10 @@ from airflow.sdk import ObjectStoragePath
 
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.streams.files import DataFile, StreamListing, is_data
+from airflow_iqp.streams.prefixes import Verdict, layout_of
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Iterator, Mapping
 
     from airflow_iqp.streams.spec import FileStream
 
@@ -41,18 +46,108 @@ def list_files(name: str, stream: FileStream) -> StreamListing:
     """Every data file below the stream's directory, in arrival order (then by path), and its
     close markers.
     """
-    try:
-        root = ObjectStoragePath(stream.path, conn_id=stream.conn_id)
-        base = root.path.rstrip("/")
-        fs = root.fs
-        fs.invalidate_cache(base)
-        found: dict[str, dict[str, Any]] = fs.find(base, detail=True)
+    with listing_errors(name, stream):
+        root, base = stream_root(stream)
+        root.fs.invalidate_cache(base)
+        found: dict[str, dict[str, Any]] = root.fs.find(base, detail=True)
         if not found:
             _check_holder(root, base)
+    return listed(name, stream, base, found)
+
+
+def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -> StreamListing:
+    """The data files and close markers of a `window_by="path"` stream that can belong to the
+    window `[start, end)`: only the directories its template maps to the window are listed
+    (streams/prefixes.py), level by level, then everything below them. Lateness does not widen
+    this: a late file still names its window's time in its path. A regex pattern names no
+    directories, so such a stream is listed whole.
+    """
+    layout = layout_of(stream.event_pattern.source)
+    if layout is None:
+        return list_files(name, stream)
+    with listing_errors(name, stream):
+        root, base = stream_root(stream)
+        fs = root.fs
+        found: dict[str, dict[str, Any]] = {}
+        pending: list[tuple[str, tuple[str, ...]]] = [(base, ())]
+        while pending:
+            directory, chain = pending.pop()
+            for info in list_level(root, directory, base, directory_times=False):
+                path = str(info["name"]).rstrip("/")
+                child = path.rsplit("/", 1)[-1]
+                if info.get("type") != "directory":
+                    found[str(info["name"])] = info  # as named: `listed` knows a placeholder by its '/'
+                    continue
+                if not is_data(child):
+                    continue  # nothing below a hidden directory is data or a marker of data
+                verdict, reached = layout.step(chain, child, start, end)
+                if verdict is Verdict.TAKE:
+                    fs.invalidate_cache(path)
+                    found.update(fs.find(path, detail=True))
+                elif verdict is Verdict.DESCEND:
+                    pending.append((path, reached))
+    return listed(name, stream, base, found)
+
+
+def list_level(
+    root: ObjectStoragePath, directory: str, base: str, *, directory_times: bool = True
+) -> list[dict[str, Any]]:
+    """One level of a directory, fresh from the store; the stream's own directory may be
+    missing (an empty listing) as long as what would hold it exists. Without `directory_times`
+    a local directory's subdirectories come with their name and type only: its listing reads
+    no inode of theirs, so a partition level costs the same however many partitions it holds.
+    """
+    root.fs.invalidate_cache(directory)
+    try:
+        entries: list[dict[str, Any]]
+        if root.protocol in _LOCAL_PROTOCOLS and not directory_times:
+            entries = _local_level(root.fs, directory)
+        else:
+            entries = root.fs.ls(directory, detail=True)
+    except FileNotFoundError:
+        if directory != base:
+            raise
+        _check_holder(root, base)
+        return []
+    if not entries and directory == base:
+        _check_holder(root, base)
+    return entries
+
+
+def _local_level(fs: Any, directory: str) -> list[dict[str, Any]]:
+    """`fs.ls(directory, detail=True)`, but a subdirectory's info is its name and type: the
+    type is in the directory entry itself, its times and size would each cost a `stat`.
+    """
+    if not os.path.isdir(directory):
+        return [fs.info(directory)]  # a file (`listed` says it is no stream directory), or FileNotFoundError
+    with os.scandir(directory) as entries:
+        return [
+            {"name": entry.path, "type": "directory"} if entry.is_dir(follow_symlinks=False) else fs.info(entry)
+            for entry in entries
+        ]
+
+
+def stream_root(stream: FileStream) -> tuple[ObjectStoragePath, str]:
+    """The stream's directory, and its path as its filesystem names it (no trailing '/')."""
+    root = ObjectStoragePath(stream.path, conn_id=stream.conn_id)
+    return root, root.path.rstrip("/")
+
+
+@contextmanager
+def listing_errors(name: str, stream: FileStream) -> Iterator[None]:
+    """Anything that keeps the store from being listed becomes a ListingError naming the stream."""
+    try:
+        yield
     except ListingError:
         raise
     except Exception as error:
         raise ListingError(f"stream {name!r}: cannot list {stream.path} ({type(error).__name__}: {error})") from error
+
+
+def listed(name: str, stream: FileStream, base: str, found: Mapping[str, Mapping[str, Any]]) -> StreamListing:
+    """The data files and close markers among what a filesystem listed below `base` (path ->
+    fsspec info), in arrival order (then by path).
+    """
     scheme = urlsplit(stream.path).scheme
     files: list[DataFile] = []
     markers: list[DataFile] = []
@@ -72,7 +167,7 @@ def list_files(name: str, stream: FileStream) -> StreamListing:
         if not data and not (file_name == stream.close_marker and (not folder or is_data(folder))):
             continue
         uri = f"file://{path}" if scheme in _LOCAL_PROTOCOLS else f"{scheme}://{path}"
-        listed = DataFile(
+        file = DataFile(
             stream=name,
             uri=uri,
             relative=relative,
@@ -80,7 +175,7 @@ def list_files(name: str, stream: FileStream) -> StreamListing:
             modified=_modified(info, name, uri),
             etag=_etag(info),
         )
-        (files if data else markers).append(listed)
+        (files if data else markers).append(file)
     files.sort(key=lambda file: (file.modified, file.relative))
     return StreamListing(stream=name, files=tuple(files), markers=tuple(markers))
 

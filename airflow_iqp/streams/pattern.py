@@ -58,12 +58,15 @@ class EventTimePattern:
             return None
         values = {name: unquote(value) for name, value in match.groupdict().items() if value is not None}
         try:
-            return _time_of(values)
+            return time_named(values)
         except (ValueError, ArithmeticError):
             return None
 
 
-def _time_of(values: dict[str, str]) -> datetime | None:
+def time_named(values: dict[str, str]) -> datetime | None:
+    """The UTC time that field values (already unquoted) name, None when they name no point in
+    time; raises ValueError (or ArithmeticError) for values that are no valid time.
+    """
     if "epoch" in values:
         # Decimal, not float: a float rounds the microseconds of a time like today's.
         return _EPOCH + timedelta(microseconds=int(Decimal(values["epoch"]).scaleb(6).to_integral_value()))

@@ -47,6 +47,11 @@ class FileStream:
     still come; `close_marker` (a hidden name such as `"_SUCCESS"`) closes a window's input
     early: with `window_by="path"` when it is in the window's partition, with arrival when it
     was modified inside the window. `conn_id` is the Airflow connection of the storage.
+
+    `history` (arrival streams only) is how long a directory of the stream may stay quiet and
+    still receive files: the waiting triggers stop listing a directory with nothing new for
+    longer than that (and than the window plus its lateness), so a look costs what lands now,
+    not the stream's age (streams/arrivals.py). None: every look lists the whole directory.
     """
 
     path: str
@@ -58,6 +63,7 @@ class FileStream:
     lateness: timedelta = timedelta(0)
     close_marker: str | None = None
     conn_id: str | None = None
+    history: timedelta | None = None
 
     def __post_init__(self) -> None:
         _check_path(self.path)
@@ -71,6 +77,7 @@ class FileStream:
                 f"FileStream lateness must be a timedelta >= 0 (e.g. timedelta(minutes=5)), got {self.lateness!r}"
             )
         self._check_close_marker()
+        self._check_history()
         _optional_text(self.conn_id, "conn_id", "an Airflow connection id such as 'aws_default'")
 
     def _check_schema(self) -> None:
@@ -109,6 +116,19 @@ class FileStream:
                 "start with '_' or '.' (e.g. '_SUCCESS')"
             )
 
+    def _check_history(self) -> None:
+        if self.history is None:
+            return
+        if not isinstance(self.history, timedelta) or self.history <= timedelta(0):
+            raise InvalidDeclaration(
+                f"FileStream history must be a timedelta > 0 (e.g. timedelta(days=1)) or None, got {self.history!r}"
+            )
+        if self.window_by != WindowBy.ARRIVAL:
+            raise InvalidDeclaration(
+                f"FileStream {self.path!r}: history= is only read with window_by='arrival' (a path window's "
+                "listing is bounded by its pattern); drop history="
+            )
+
     @property
     def event_pattern(self) -> EventTimePattern:
         """The compiled path pattern; only for `window_by="path"`."""
@@ -128,6 +148,7 @@ class FileStream:
             "lateness_seconds": self.lateness.total_seconds(),
             "close_marker": self.close_marker,
             "conn_id": self.conn_id,
+            "history_seconds": None if self.history is None else self.history.total_seconds(),
         }
 
     @classmethod
@@ -145,11 +166,27 @@ class FileStream:
             except ValueError as error:
                 raise InvalidDeclaration(str(error)) from None
             values["lateness"] = timedelta(seconds=seconds)
+        if (history := values.pop("history_seconds", None)) is not None:
+            try:
+                values["history"] = timedelta(seconds=number(history, "FileStream history_seconds", above=0))
+            except ValueError as error:
+                raise InvalidDeclaration(str(error)) from None
         return cls(**values)
 
 
 _DICT_KEYS = frozenset(
-    {"path", "format", "schema", "options", "window_by", "pattern", "lateness_seconds", "close_marker", "conn_id"}
+    {
+        "path",
+        "format",
+        "schema",
+        "options",
+        "window_by",
+        "pattern",
+        "lateness_seconds",
+        "close_marker",
+        "conn_id",
+        "history_seconds",
+    }
 )
 
 

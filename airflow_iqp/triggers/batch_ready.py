@@ -37,7 +37,7 @@ class BatchReadyTrigger(PollingTrigger):
         spec = descriptor(self.spec)
         if not isinstance(spec, DynamicSlot):
             raise TypeError(f"a static batch waits in WindowInputTrigger, not here: {spec}")
-        selection = spec.window_input.look()
+        selection = spec.window_input.look_window()
         with session_scope(read_only=True) as session:
             return decide(session, spec, selection, time.time()).action
 

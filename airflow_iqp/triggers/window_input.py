@@ -50,7 +50,7 @@ class WindowInputTrigger(PollingTrigger):
         if self.batch is not None:
             with session_scope(read_only=True) as session:
                 need = store.planned_upto(session, *self.batch)
-        selection = InputSpec.from_dict(self.input).look()
+        selection = InputSpec.from_dict(self.input).look_window()
         if selection.final or (need is not None and len(selection.units) >= need):
             return {"units": len(selection.units), "final": selection.final}
         return None

@@ -17,10 +17,12 @@ import boto3  # type: ignore[import-untyped]  # no stubs published
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from airflow.sdk import ObjectStoragePath
 from moto.server import ThreadedMotoServer
 
+from airflow_iqp.streams.arrivals import ArrivalWatch
 from airflow_iqp.streams.assign import select_window
-from airflow_iqp.streams.listing import ListingError, list_files
+from airflow_iqp.streams.listing import ListingError, list_files, list_window
 from airflow_iqp.streams.spec import FileStream
 from tests.oracle import units_in, window_of
 from tests.streams import ORIGIN
@@ -148,6 +150,64 @@ def test_hive_partitions_on_s3(s3: Any, conn_id: str) -> None:
     assert [unit.relative for unit in selection.later] == ["dt=2026-01-01/hour=11/part-c.parquet"]
     assert [file.relative for file in selection.unassigned] == ["dt=2026-01-01/part-stray.parquet"]
     assert selection.final, "hour=10's _SUCCESS closes the window a day before its lateness passes"
+
+
+def test_hive_window_listing_on_s3_lists_only_the_window_s_prefixes(s3: Any, conn_id: str) -> None:
+    prefix = f"events-{uuid.uuid4().hex[:6]}"
+    for day in (1, 2):
+        for hour in (9, 10, 11):
+            s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=2026-01-0{day}/hour={hour}/part-0.parquet", Body=b"x")
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=2026-01-01/hour=10/_SUCCESS", Body=b"")
+    for placeholder in ("", "dt=2026-01-01/", "dt=2026-01-01/hour=10/"):  # what some tools write for a "directory"
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{placeholder}", Body=b"")
+    stream = FileStream(
+        f"s3://{BUCKET}/{prefix}",
+        conn_id=conn_id,
+        window_by="path",
+        pattern="dt={date}/hour={hour}",
+        close_marker="_SUCCESS",
+    )
+    start = datetime(2026, 1, 1, 10, 20, tzinfo=UTC)
+    fs = ObjectStoragePath(stream.path, conn_id=conn_id).fs
+    calls: list[dict[str, Any]] = []
+    call_s3 = fs._call_s3
+
+    async def counted(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "list_objects_v2":
+            calls.append(kwargs)
+        return await call_s3(method, *args, **kwargs)
+
+    fs._call_s3 = counted
+    try:
+        listing = list_window("events", stream, start, start + timedelta(minutes=10))
+    finally:
+        del fs._call_s3
+    assert [file.relative for file in listing.files] == ["dt=2026-01-01/hour=10/part-0.parquet"]
+    assert [marker.relative for marker in listing.markers] == ["dt=2026-01-01/hour=10/_SUCCESS"]
+    assert [call["Prefix"] for call in calls] == [
+        f"{prefix}/",
+        f"{prefix}/dt=2026-01-01/",
+        f"{prefix}/dt=2026-01-01/hour=10/",
+    ]
+
+
+def test_an_arrival_watch_on_s3_lists_the_prefixes_still_receiving_objects(s3: Any, conn_id: str) -> None:
+    prefix = f"sales-{uuid.uuid4().hex[:6]}"
+    for key in ("", "dt=1/", "dt=1/a.parquet", "dt=2/b.parquet", "dt=2/_SUCCESS"):
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{key}", Body=b"x")
+    stream = FileStream(f"s3://{BUCKET}/{prefix}", conn_id=conn_id, history=timedelta(hours=1), close_marker="_SUCCESS")
+    watch = ArrivalWatch("sales", stream)
+    now = datetime.now(UTC)
+    assert sorted(f.relative for f in watch.look(now - timedelta(hours=1)).files) == [
+        "dt=1/a.parquet",
+        "dt=2/b.parquet",
+    ]
+    s3.put_object(Bucket=BUCKET, Key=f"{prefix}/dt=3/c.parquet", Body=b"x")
+    listing = watch.look(now - timedelta(hours=1))
+    assert sorted(f.relative for f in listing.files) == ["dt=1/a.parquet", "dt=2/b.parquet", "dt=3/c.parquet"]
+    assert [m.relative for m in listing.markers] == ["dt=2/_SUCCESS"]
+    # an hour later, nothing new: every partition settles, and their files leave the watch
+    assert watch.look(now + timedelta(hours=1, seconds=1)).files == ()
 
 
 def test_a_prefix_with_no_objects_yet_is_empty_but_a_missing_bucket_is_an_error(conn_id: str) -> None:

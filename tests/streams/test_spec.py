@@ -54,6 +54,12 @@ def test_accepts_absolute_paths_and_uris(path: str) -> None:
         ({"path": "/d", "close_marker": "dt=1/_SUCCESS"}, "must be a file name, not a path"),
         ({"path": "/d", "close_marker": ""}, "close_marker must be a file name"),
         ({"path": "/d", "conn_id": ""}, "conn_id must be an Airflow connection id"),
+        ({"path": "/d", "history": timedelta(0)}, "history must be a timedelta > 0"),
+        ({"path": "/d", "history": 3600}, "history must be a timedelta > 0"),
+        (
+            {"path": "/d", "window_by": "path", "pattern": "dt={date}", "history": timedelta(days=1)},
+            "history= is only read with window_by='arrival'",
+        ),
     ],
 )
 def test_refuses_bad_fields_naming_them(fields: dict[str, object], message: str) -> None:
@@ -100,6 +106,7 @@ streams = st.builds(
     FileStream,
     path=st.just("/d"),
     lateness=st.timedeltas(min_value=timedelta(0), max_value=timedelta(days=100 * 365)),
+    history=st.none() | st.timedeltas(min_value=timedelta(microseconds=1), max_value=timedelta(days=100 * 365)),
 )
 
 
@@ -115,5 +122,7 @@ def test_from_dict_checks_again() -> None:
         FileStream.from_dict({})
     with pytest.raises(InvalidDeclaration, match="lateness_seconds must be >= 0"):
         FileStream.from_dict({"path": "/d", "lateness_seconds": -5})
+    with pytest.raises(InvalidDeclaration, match="history_seconds must be > 0"):
+        FileStream.from_dict({"path": "/d", "history_seconds": 0})
     with pytest.raises(InvalidDeclaration, match="format must be one of"):
         FileStream.from_dict({**FileStream("/d").to_dict(), "format": "orc"})

@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
 from airflow_iqp.runtime.slots import SlotAction
 from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.streams.watch import LOOK_TTL
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
@@ -104,6 +106,7 @@ def test_window_input_trigger_fires_on_enough_units_or_a_final_input(tmp_path: P
     assert WindowInputTrigger(window_input(tmp_path), None).ready() is None  # the rest: only once final
     assert WindowInputTrigger(window_input(tmp_path), 2).ready() == {"units": 2, "final": False}
     land(sales, "_SUCCESS", T0 + timedelta(minutes=3))  # the producer closes the window early
+    time.sleep(LOOK_TTL)  # the looks of one moment share a listing: the next one sees the marker
     assert WindowInputTrigger(window_input(tmp_path), None).ready() == {"units": 2, "final": True}
     assert first_event(WindowInputTrigger(window_input(tmp_path), 3, poll_interval=0.05)) == {
         "units": 2,
@@ -159,6 +162,7 @@ def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger:
     trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=0.05)
     assert trigger.look() is SlotAction.WAIT  # one unit, MinBatch is two, and the window is open
     land(tmp_path / "sales", "b.parquet", T0 + timedelta(minutes=2))
+    time.sleep(LOOK_TTL)  # the looks of one moment share a listing: the next one sees the new file
     assert trigger.look() is SlotAction.RUN
     assert first_event(trigger) == {"action": "run"}
 
