@@ -117,7 +117,8 @@ class Spread:
     distance from the mean are widened by the degrees of freedom the fit used (the usual
     n / (n - parameters) correction of the variance). While the fit has no observation to spare
     (a calibration: two timings on a line), the spread is zero and means nothing; see
-    `LearnedCost.source`.
+    `LearnedCost.source`. A count of 0 is no residuals at all: a fitted file's model as the
+    ledger stores it (`runtime.costs.file_model`).
     """
 
     mean: float
@@ -160,7 +161,7 @@ class Spread:
         values = {name: number(data.get(name), f"{where}.{name}") for name in ("mean", "std", "p90", "p95")}
         if values["std"] < 0:
             raise ValueError(f"{where}.std must be >= 0, got {values['std']!r}")
-        return cls(**values, count=whole_number(data.get("count"), f"{where}.count", minimum=1))
+        return cls(**values, count=whole_number(data.get("count"), f"{where}.count", minimum=0))
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import CostSource
 from airflow_iqp.declaration import EXAMPLE_COST_MODELS, ArrivalRate
-from airflow_iqp.learning import LearnedCost, NotEnoughObservations, fit_cost, learned_rate
+from airflow_iqp.learning import LearnedCost, NotEnoughObservations, Spread, fit_cost, learned_rate
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import EXAMPLE_QUERIES
@@ -118,11 +118,27 @@ def observe(
     seconds: float,
 ) -> LearnedCost | None:
     """Record one job's cost; a learning DAG's model is refit and saved at once, so the next
-    plan (or replan) uses it. Returns the refit model, or None when nothing was refit.
+    plan (or replan) uses it. A DAG with a fitted file stores that file's model once, so the
+    monitor and the forecasts read the model the plan uses from the ledger either way.
+    Returns the refit model, or None when nothing was refit.
     """
     store.record_cost_observation(session, declaration.dag_id, path, kind, size, seconds)
+    if not declaration.learns_cost:
+        stored = file_model(declaration, path).to_dict()
+        if store.latest_cost_model(session, declaration.dag_id, path) != stored:
+            store.save_cost_model(session, declaration.dag_id, path, stored, CostSource.FILE)
+        return None
     model = learned_model(session, declaration, path)
     if model is None:
         return None
     store.save_cost_model(session, declaration.dag_id, path, model.to_dict(), model.source)
     return model
+
+
+def file_model(declaration: Declaration, path: ExecutionPath) -> LearnedCost:
+    """The declared fitted file's model on `path` as the ledger stores models: it has no
+    residuals of this DAG's jobs, so its spread is none (count 0).
+    """
+    fitted = declaration.fitted_model(path)
+    none = Spread(mean=0.0, std=0.0, p90=0.0, p95=0.0, count=0)
+    return LearnedCost(path, CostSource.FILE, fitted.partial, fitted.merge, none, none)

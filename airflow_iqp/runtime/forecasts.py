@@ -7,10 +7,10 @@ the forecast of its own window and of every window queued behind it while it sti
 API computes the same forecasts for what it shows. The forecast itself is `ui.risk`.
 
 A DAG's work is priced by the cost model stored in the ledger for the path its newest job ran on
-(`runtime.costs.observe` refits and stores it once per job, in the task that ran the job), never
-refit here: a refresh runs on every heartbeat of every running task, over every open window of
-every DAG. A DAG with no stored model (a fitted model file, or too few jobs yet) is priced by
-the costs its plan recorded.
+(`ui.read.cost_model`: `runtime.costs.observe` refits and stores it once per job, in the task
+that ran the job, or stores a declared file's model once), never refit here: a refresh runs on
+every heartbeat of every running task, over every open window of every DAG. A DAG with no
+stored model (too few jobs yet) is priced by the costs its plan recorded.
 """
 
 from __future__ import annotations
@@ -19,14 +19,12 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.runtime.costs import stored_model
 from airflow_iqp.ui import read, risk
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.constants import Policy
-    from airflow_iqp.learning.cost import LearnedCost
     from airflow_iqp.settings import DispatchSettings
 
 SIGNIFICANT_S = 1.0  # a forecast that moved less than this is not written again
@@ -47,7 +45,7 @@ class Log(Protocol):
 
 def forecasts(session: Session, policy: Policy, resources: int, now: datetime) -> dict[int, datetime]:
     """The predicted finish of every open window that can be priced, by window id."""
-    return _forecast(session, read.open_work(session), policy, resources, now)
+    return _forecast(read.open_work(session), policy, resources, now)
 
 
 def refresh(session: Session, policy: Policy, resources: int, now: datetime, log: Log) -> dict[int, datetime]:
@@ -55,7 +53,7 @@ def refresh(session: Session, policy: Policy, resources: int, now: datetime, log
     crossed its deadline either way; returns the forecasts.
     """
     work = read.open_work(session)
-    predicted = _forecast(session, work, policy, resources, now)
+    predicted = _forecast(work, policy, resources, now)
     for w in work.windows:
         new, old = predicted.get(w.id), w.predicted_finish
         if new is None or (old is not None and abs((new - old).total_seconds()) < SIGNIFICANT_S):
@@ -93,11 +91,5 @@ def keep(settings: DispatchSettings, log: Log) -> None:
         log.exception("could not refresh the IQP windows' forecasts; the job goes on")
 
 
-def _forecast(
-    session: Session, work: read.OpenWork, policy: Policy, resources: int, now: datetime
-) -> dict[int, datetime]:
-    models: dict[str, LearnedCost | None] = {
-        dag: None if observed is None else stored_model(session, dag, observed.path)
-        for dag, observed in work.observed.items()
-    }
-    return risk.forecasts(work.windows, work.resources, resources, models, policy, work.last_served, now)
+def _forecast(work: read.OpenWork, policy: Policy, resources: int, now: datetime) -> dict[int, datetime]:
+    return risk.forecasts(work.windows, work.resources, resources, work.models, policy, work.last_served, now)

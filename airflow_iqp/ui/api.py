@@ -73,7 +73,7 @@ def router() -> APIRouter:
             overviews = []
             for q in read.queries(session):
                 if q.dag_id in readable:
-                    model = views.learned_model(read.observations(session, q.dag_id))
+                    model = read.cost_model(session, q.dag_id)
                     rows = [risk.applied(w, live) for w in read.windows(session, q, limit)]
                     overviews.append(views.overview(q, rows, now, model))
         return QueriesResponse(now=now, queries=overviews)
@@ -88,7 +88,7 @@ def router() -> APIRouter:
         now = _now()
         with _ledger() as session:
             q = _query(session, dag_id)
-            model = views.learned_model(read.observations(session, q.dag_id))
+            model = read.cost_model(session, q.dag_id)
             live = _forecasts(session, now)
             rows = [risk.applied(w, live) for w in read.windows(session, q, limit, before)]
         return WindowsResponse(dag_id=dag_id, windows=[views.summarize(w, now, model) for w in rows])
@@ -127,7 +127,7 @@ def router() -> APIRouter:
         since = now - timedelta(days=days)
         with _ledger() as session:
             mine = [q for q in read.queries(session) if q.dag_id in readable]
-            models = {q.dag_id: views.learned_model(read.observations(session, q.dag_id)) for q in mine}
+            models = {q.dag_id: read.cost_model(session, q.dag_id) for q in mine}
             live = _forecasts(session, now)
             rows = [risk.applied(w, live) for w in read.watched_windows(session, mine, since)]
         return views.misses(rows, since, now, models)
@@ -162,4 +162,4 @@ def _detail(session: Session, q: read.QueryRow, w: read.WindowRow | None, what: 
         raise HTTPException(status.HTTP_404_NOT_FOUND, f"the ledger has no {what} of DAG {q.dag_id!r}")
     now = _now()
     live = risk.applied(w, _forecasts(session, now))
-    return views.detail(live, now, views.learned_model(read.observations(session, q.dag_id)))
+    return views.detail(live, now, read.cost_model(session, q.dag_id))

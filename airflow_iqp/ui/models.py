@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from airflow_iqp.constants import JobKind, Mode, Policy, RequestState, WindowStatus
+from airflow_iqp.constants import CostSource, JobKind, Mode, Policy, RequestState, WindowStatus
 
 
 class Outcome(StrEnum):
@@ -39,7 +39,7 @@ class WindowSummary(BaseModel):
     deadline_met: bool | None
     predicted_finish: datetime | None = Field(
         description="while open, the forecast: the rest of its plan behind the resources' holders and the queue "
-        "ahead, priced by the learned cost model with its 90% residual margin; once closed, the last forecast"
+        "ahead, priced by the stored cost model with its 90% residual margin; once closed, the last forecast"
     )
     predicted_late_s: float | None = Field(description="predicted_finish - deadline: positive when at risk")
     actual_finish: datetime | None
@@ -49,7 +49,15 @@ class WindowSummary(BaseModel):
     remaining_s: float = Field(description="predicted seconds of work the window still needs, its merge included")
     cost_s: float | None = Field(description="seconds its jobs took: the batches done, plus the merge once merged")
     single_batch_cost_s: float | None = Field(
-        description="the learned model's cost of one batch over the window's rows plus its merge"
+        description="one batch over the window's rows plus its merge, by the DAG's stored cost model: the one "
+        "its plans use (declared file, calibration or refit)"
+    )
+    single_batch_low_s: float | None = Field(
+        description="the 95% interval of single_batch_cost_s, from the model's residual spread"
+    )
+    single_batch_high_s: float | None = Field(description="see single_batch_low_s")
+    cost_model: CostSource | None = Field(
+        description="where that model came from: file, calibration (spread not yet known) or refit"
     )
     cost_ratio: float | None = Field(description="cost_s / single_batch_cost_s, once merged")
     batches: int

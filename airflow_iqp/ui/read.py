@@ -22,21 +22,19 @@ from sqlalchemy.orm import selectinload
 from airflow_iqp.constants import (
     OPEN_REQUEST_STATES,
     OPEN_WINDOW_STATES,
-    ExecutionPath,
     JobKind,
     Mode,
     RequestState,
 )
 from airflow_iqp.dynamic.dispatch import RankedEntry
-from airflow_iqp.ledger import history, rows
-from airflow_iqp.ledger.models import CostObservation, DispatchRequest, Query, Resource, Window
+from airflow_iqp.learning.cost import LearnedCost
+from airflow_iqp.ledger import rows
+from airflow_iqp.ledger.models import CostModel, DispatchRequest, Query, Resource, Window
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable
 
     from sqlalchemy.orm import Session
-
-    from airflow_iqp.learning.cost import Observation
 
 # The window start in a run id of the window timetable: `..._window_<start>_<end>[_at_<trigger>]`.
 _RUN_WINDOW = re.compile(r"window_(?P<start>[^_]+)_")
@@ -181,29 +179,20 @@ def watched_windows(session: Session, query_rows: Iterable[QueryRow], since: dat
     return _window_rows(session, found, dags)
 
 
-@dataclass(frozen=True)
-class Observed:
-    """A query's newest cost observations on the execution path it used last."""
-
-    path: ExecutionPath
-    observations: tuple[Observation, ...]
-
-
-def observations(session: Session, dag_id: str) -> Observed | None:
-    """The DAG's newest observations of each kind (as `learning.fit_cost` takes them) on the
-    path it used last; None before its first job or for a DAG the ledger does not know.
+def cost_model(session: Session, dag_id: str) -> LearnedCost | None:
+    """The DAG's newest stored cost model, on the path its last job ran on: the one the plan
+    uses (`runtime.costs.observe` saves a learning DAG's refit, or a declared file's model,
+    after every job), with its residual spread. None before its first job or for a DAG the
+    ledger does not know.
     """
-    newest = session.scalar(
-        select(CostObservation.path)
-        .join(Query, Query.id == CostObservation.query_id)
+    document = session.scalar(
+        select(CostModel.document)
+        .join(Query, Query.id == CostModel.query_id)
         .where(Query.dag_id == dag_id)
-        .order_by(CostObservation.observed_at.desc(), CostObservation.id.desc())
+        .order_by(CostModel.fitted_at.desc(), CostModel.id.desc())
         .limit(1)
     )
-    if newest is None:
-        return None
-    path = ExecutionPath(newest)
-    return Observed(path, tuple(history.cost_observations(session, dag_id, path)))
+    return None if document is None else LearnedCost.from_dict(document)
 
 
 def dispatcher(session: Session, since: datetime) -> DispatcherRows:
@@ -227,13 +216,13 @@ def dispatcher(session: Session, since: datetime) -> DispatcherRows:
 @dataclass(frozen=True)
 class OpenWork:
     """What forecasting needs, across every DAG: the open windows (earliest deadline first),
-    the resources, when each DAG last got one, and each DAG's newest cost observations.
+    the resources, when each DAG last got one, and each DAG's stored cost model (`cost_model`).
     """
 
     windows: tuple[WindowRow, ...]
     resources: tuple[ResourceRow, ...]
     last_served: dict[str, datetime]
-    observed: dict[str, Observed | None]
+    models: dict[str, LearnedCost | None]
 
 
 def open_work(session: Session) -> OpenWork:
@@ -256,7 +245,7 @@ def open_work(session: Session) -> OpenWork:
         windows=tuple(_window_rows(session, found, dags)),
         resources=_resources(session),
         last_served={dags[query_id]: at for query_id, at in served if at is not None},
-        observed={dags[query_id]: observations(session, dags[query_id]) for query_id in {w.query_id for w in found}},
+        models={dags[query_id]: cost_model(session, dags[query_id]) for query_id in {w.query_id for w in found}},
     )
 
 

@@ -1,8 +1,9 @@
 """Every open window's predicted finish, from the ledger's rows, so that a window that will miss
 its deadline is flagged at risk before the deadline comes.
 
-What a window has left is priced by its DAG's cost model learned from its own jobs, made
-pessimistic by that model's residual spread (a job takes at most 1 + the `RISK_QUANTILE`
+What a window has left is priced by its DAG's stored cost model, the one its plans use
+(`read.cost_model`: a declared file's, or learned from its own jobs), made pessimistic by that
+model's residual spread (a job takes at most 1 + the `RISK_QUANTILE`
 residual times its prediction, nine times in ten), else by the costs its plan recorded. Then
 `dynamic.forecast.finish` runs it behind the jobs holding the resources and the waiting
 requests the dispatcher serves first (`best_first`, the dispatcher's own ranking). A job that
@@ -46,10 +47,10 @@ _NOT_REGISTERED = 2**62
 
 
 def pessimistic(model: LearnedCost | None) -> LearnedCost | None:
-    """The learned model with its `RISK_QUANTILE` margin; a calibration's spread (two or three
-    timings) means nothing yet, so it is used as it is.
+    """The stored model with its `RISK_QUANTILE` margin; a calibration's spread (two or three
+    timings) means nothing yet and a file's is none, so those are used as they are.
     """
-    if model is None or model.source is CostSource.CALIBRATION:
+    if model is None or model.source is not CostSource.REFIT:
         return model
     return model.with_margin(quantile=RISK_QUANTILE)
 
@@ -135,7 +136,7 @@ def applied(w: WindowRow, predicted: Mapping[int, datetime]) -> WindowRow:
 
 
 class _Pricing:
-    """Seconds of one window's jobs: the learned model where the plan says how many rows a
+    """Seconds of one window's jobs: the stored model where the plan says how many rows a
     batch holds, else the plan's own costs.
     """
 
@@ -162,7 +163,7 @@ class _Pricing:
 def _uncut(w: WindowRow, pricing: _Pricing, now: float) -> list[Pending] | None:
     """Dynamic mode: the files no batch has taken yet, in MinBatch-sized batches, each released
     when its last file should land (files arrive evenly over the window). Once the window has
-    ended only a slot still asking for the resource has files to cut. Priced by the learned
+    ended only a slot still asking for the resource has files to cut. Priced by the stored
     model, else by the work the window's latest partial request reported; None if neither.
     """
     plan = w.plan

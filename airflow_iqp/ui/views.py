@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from airflow_iqp.constants import OPEN_WINDOW_STATES, BatchStatus, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, best_first
 from airflow_iqp.dynamic.laxity import window_remaining
-from airflow_iqp.learning.cost import LearnedCost, NotEnoughObservations, fit_cost
 from airflow_iqp.ui.models import (
     Axis,
     Bar,
@@ -36,7 +35,8 @@ from airflow_iqp.ui.models import (
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator, Mapping
 
-    from airflow_iqp.ui.read import BatchRow, DispatcherRows, Observed, QueryRow, RequestRow, WindowRow
+    from airflow_iqp.learning.cost import LearnedCost
+    from airflow_iqp.ui.read import BatchRow, DispatcherRows, QueryRow, RequestRow, WindowRow
 
 AXIS_MARGIN = 1.05  # the axis runs 5% past the latest thing drawn
 MOST_TICKS = 8
@@ -92,14 +92,17 @@ def axis(values: Iterable[float | None]) -> Axis:
 # -- a window's numbers -----------------------------------------------------------------------
 
 
-def learned_model(observed: Observed | None) -> LearnedCost | None:
-    """The query's cost model learned from its own jobs; None until it has enough of them."""
-    if observed is None:
-        return None
-    try:
-        return fit_cost(observed.observations, observed.path)
-    except NotEnoughObservations:
-        return None
+CONFIDENCE = 0.95  # of the interval shown around a prediction
+
+
+def single_batch(model: LearnedCost, rows: int) -> tuple[float, float, float]:
+    """One batch over `rows` rows plus its merge by the stored model: the prediction and its
+    `CONFIDENCE` interval (each job's interval from its kind's residual spread, added up).
+    """
+    partial_low, partial_high = model.interval(JobKind.PARTIAL, rows, CONFIDENCE)
+    merge_low, merge_high = model.interval(JobKind.MERGE, 1, CONFIDENCE)
+    predicted = model.partial_seconds(rows) + model.merge_seconds(1)
+    return predicted, partial_low + merge_low, partial_high + merge_high
 
 
 def merge_request(w: WindowRow) -> RequestRow | None:
@@ -153,12 +156,14 @@ def outcome(w: WindowRow, now: datetime, laxity: float | None) -> Outcome:
 
 
 def summarize(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowSummary:
-    """A window's outcome, laxity and cost against one batch over its rows."""
+    """A window's outcome, laxity and cost against one batch over its rows, priced by `model`,
+    the DAG's stored cost model (the one its plans use, `read.cost_model`).
+    """
     done = [b.actual_cost for b in w.batches if b.status == BatchStatus.DONE and b.actual_cost is not None]
     merge = merge_cost(w)
     cost = None if not done and merge is None else sum(done) + (merge or 0.0)
     rows = w.actual_tuples if w.actual_tuples is not None else w.expected_tuples
-    single = None if model is None else model.partial_seconds(rows) + model.merge_seconds(1)
+    single, low, high = (None, None, None) if model is None else single_batch(model, rows)
     merged = w.status == WindowStatus.MERGED and merge is not None
     ratio = cost / single if merged and cost is not None and single else None
     laxity = laxity_s(w, now)
@@ -179,6 +184,9 @@ def summarize(w: WindowRow, now: datetime, model: LearnedCost | None) -> WindowS
         remaining_s=remaining_s(w),
         cost_s=cost,
         single_batch_cost_s=single,
+        single_batch_low_s=low,
+        single_batch_high_s=high,
+        cost_model=None if model is None else model.source,
         cost_ratio=ratio,
         batches=len(w.batches),
         unit=w.plan.unit,

@@ -9,13 +9,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import delete
+from sqlalchemy import delete, func, select
 
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind, Mode
 from airflow_iqp.declaration import EXAMPLE_COST_MODELS, LEARN, ArrivalRate, declare
 from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
-from airflow_iqp.ledger.models import CostObservation
+from airflow_iqp.ledger.models import CostModel, CostObservation
 from airflow_iqp.planning.cost_model_file import FittedCostModel, load_cost_model
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.queries import EXAMPLE_QUERIES
@@ -134,7 +134,7 @@ def test_each_execution_path_learns_its_own_model(tmp_path: Path, url: str) -> N
         assert planning_model(s, learning, PATH) is None
 
 
-def test_a_fitted_file_is_planned_with_and_never_overwritten(tmp_path: Path, url: str) -> None:
+def test_a_fitted_file_is_planned_with_never_refit_and_stored_once_as_it_is(tmp_path: Path, url: str) -> None:
     fitted = declaration(tmp_path, cost_model="q6.json")
     with session_scope(url) as s:
         model = planning_model(s, fitted, PATH)
@@ -143,9 +143,17 @@ def test_a_fitted_file_is_planned_with_and_never_overwritten(tmp_path: Path, url
         for rows, seconds in ((4300, 13.0), (43000, 31.0)):
             assert observe(s, fitted, PATH, JobKind.PARTIAL, rows, seconds) is None
         assert observe(s, fitted, PATH, JobKind.MERGE, 2, 9.0) is None
-        assert store.latest_cost_model(s, DAG_ID, PATH) is None
+        stored = store.latest_cost_model(s, DAG_ID, PATH)
         assert len(store.cost_observations(s, DAG_ID, PATH)) == 3  # observed all the same: predicted vs actual
         assert isinstance(planning_model(s, fitted, PATH), FittedCostModel)
+        assert s.scalar(select(func.count()).select_from(CostModel)) == 1  # stored once, not per job
+    # what the monitor and the forecasts read: the file's model, with no spread of its own
+    assert stored is not None
+    as_stored = LearnedCost.from_dict(stored)
+    assert as_stored.source is CostSource.FILE
+    assert as_stored.partial.points == model.partial.points
+    assert as_stored.merge.points == model.merge.points
+    assert as_stored.interval(JobKind.PARTIAL, 4300) == (model.partial.cost(4300),) * 2
 
 
 def merged_window(session: Session, start: datetime, files: int, rows: int) -> None:

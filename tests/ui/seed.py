@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode, Policy
+from airflow_iqp.learning.cost import NotEnoughObservations, fit_cost
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.files import DataFile
@@ -126,6 +127,17 @@ def _run(session: Any, window_id: int, dag_id: str, deadline: datetime, kind: Jo
     return lease
 
 
+def _refit(session: Any, dag_id: str, at: datetime) -> None:
+    """Refit and store the DAG's model after a job, as `runtime.costs.observe` does (no prior)."""
+    try:
+        model = fit_cost(
+            store.cost_observations(session, dag_id, ExecutionPath.SPARK_SUBMIT), ExecutionPath.SPARK_SUBMIT
+        )
+    except NotEnoughObservations:
+        return
+    store.save_cost_model(session, dag_id, ExecutionPath.SPARK_SUBMIT, model.to_dict(), model.source, fitted_at=at)
+
+
 def _batch(session: Any, window_id: int, dag_id: str, deadline: datetime, index: int, at: datetime, rows: int) -> None:
     """Batch `index` queues at `at`, runs under a lease and records its cost."""
     lease = _run(session, window_id, dag_id, deadline, JobKind.PARTIAL, index, at)
@@ -139,6 +151,7 @@ def _batch(session: Any, window_id: int, dag_id: str, deadline: datetime, index:
     store.record_cost_observation(
         session, dag_id, ExecutionPath.SPARK_SUBMIT, JobKind.PARTIAL, rows, cost, observed_at=started + seconds(cost)
     )
+    _refit(session, dag_id, started + seconds(cost))
     dispatch.release(session, lease, started + seconds(cost))
 
 
@@ -177,6 +190,7 @@ def _closed(session: Any, dag_id: str, start: datetime, merge_at: float) -> int:
     store.record_cost_observation(
         session, dag_id, ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, MERGE_COST, observed_at=finished
     )
+    _refit(session, dag_id, finished)
     dispatch.release(session, lease, finished)
     return window_id
 

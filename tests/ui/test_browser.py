@@ -32,7 +32,7 @@ from sqlalchemy import select
 from airflow_iqp.constants import ExecutionPath, JobKind, WindowStatus
 from airflow_iqp.deadlines import ALERT_NAME
 from airflow_iqp.demo.standalone import stop_group
-from airflow_iqp.learning.cost import fit_cost
+from airflow_iqp.learning.cost import LearnedCost
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest, Window
 from tests.ui.seed import (
@@ -280,10 +280,11 @@ def secret_frees(seeded: Seeded) -> datetime:
 
 
 def single_batch_cost(seeded: Seeded, rows: int) -> float:
-    """One batch over `rows` rows and its merge, by the model learned from iqp_sales' jobs."""
+    """One batch over `rows` rows and its merge, by the model stored for iqp_sales' jobs."""
     with session_scope(seeded.url, read_only=True) as s:
-        observed = store.cost_observations(s, SALES_DAG, ExecutionPath.SPARK_SUBMIT)
-    model = fit_cost(observed, ExecutionPath.SPARK_SUBMIT)
+        document = store.latest_cost_model(s, SALES_DAG, ExecutionPath.SPARK_SUBMIT)
+    assert document is not None
+    model = LearnedCost.from_dict(document)
     return model.partial_seconds(rows) + model.merge_seconds(1)
 
 

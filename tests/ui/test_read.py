@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode, RequestState, WindowStatus
-from airflow_iqp.ledger import session_scope
+from airflow_iqp.learning.cost import fit_cost
+from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ui import read
 from tests.ui.seed import MERGE_COST, SALES, SALES_DAG, SECRET_DAG, Seeded, file_uris, partial_cost
 
@@ -90,20 +91,17 @@ def test_run_window_start(run_id: str, start: datetime | None) -> None:
     assert read.run_window_start(run_id) == start
 
 
-def test_observations_are_the_newest_on_the_last_path(seeded: Seeded) -> None:
+def test_the_cost_model_is_the_newest_stored_one(seeded: Seeded) -> None:
+    """What the seed's jobs refit after each (as `runtime.costs.observe` does): the monitor
+    reads that model, never a fit of its own.
+    """
     with session_scope(seeded.url, read_only=True) as s:
-        sales = read.query_of_dag(s, SALES_DAG)
-        assert sales is not None
-        observed = read.observations(s, sales.dag_id)
-        assert read.observations(s, "iqp_nothing") is None
-    assert observed is not None
-    assert observed.path == ExecutionPath.SPARK_SUBMIT
-    sizes = sorted((o.kind, o.size, o.seconds) for o in observed.observations)
-    assert sizes == sorted(
-        [(JobKind.PARTIAL, 6000, partial_cost(6000))] * 3
-        + [(JobKind.PARTIAL, 4000, partial_cost(4000))] * 2
-        + [(JobKind.MERGE, 2, MERGE_COST)] * 2
-    )
+        model = read.cost_model(s, SALES_DAG)
+        assert read.cost_model(s, "iqp_nothing") is None
+        observed = store.cost_observations(s, SALES_DAG, ExecutionPath.SPARK_SUBMIT)
+    assert model == fit_cost(observed, ExecutionPath.SPARK_SUBMIT)
+    assert model.partial_seconds(6000) == pytest.approx(partial_cost(6000))
+    assert model.merge_seconds(2) == pytest.approx(MERGE_COST)
 
 
 def test_dispatcher_rows(seeded: Seeded) -> None:

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Policy, RequestState, WindowStatus
 from airflow_iqp.dynamic.dispatch import Candidate, RankedEntry, best_first
-from airflow_iqp.learning.cost import LearnedCost, Observation
+from airflow_iqp.learning.cost import LearnedCost, Observation, fit_cost
 from airflow_iqp.ui import views
 from airflow_iqp.ui.models import Outcome
-from airflow_iqp.ui.read import DispatcherRows, Observed, ResourceRow
+from airflow_iqp.ui.read import DispatcherRows, ResourceRow
 from tests.ui.rows import DAG, T0, at, batch, done, merged, query, request, window
 
 OTHER = "iqp_other"
@@ -25,9 +25,7 @@ OTHER = "iqp_other"
 def model_of(partials: list[tuple[int, float]], merge: float) -> LearnedCost:
     observations = [Observation(JobKind.PARTIAL, size, cost, at(i)) for i, (size, cost) in enumerate(partials)]
     observations.append(Observation(JobKind.MERGE, 2, merge, at(100)))
-    found = views.learned_model(Observed(ExecutionPath.SPARK_SUBMIT, tuple(observations)))
-    assert found is not None
-    return found
+    return fit_cost(observations, ExecutionPath.SPARK_SUBMIT)
 
 
 # -- axis and ticks ---------------------------------------------------------------------------
@@ -148,10 +146,32 @@ def test_no_cost_ratio_before_the_merge_or_without_a_learned_model() -> None:
     open_window = views.summarize(window(batches=(done(0, 60, 25.0), batch(1))), at(700), model)
     assert open_window.cost_s == 25.0
     assert open_window.cost_ratio is None
-    assert views.summarize(merged(700), at(2000), None).cost_ratio is None
-    only_one_size = Observed(ExecutionPath.SPARK_SUBMIT, (Observation(JobKind.PARTIAL, 10, 1.0, T0),))
-    assert views.learned_model(only_one_size) is None
-    assert views.learned_model(None) is None
+    unpriced = views.summarize(merged(700), at(2000), None)
+    assert unpriced.cost_ratio is None
+    assert (unpriced.single_batch_cost_s, unpriced.single_batch_low_s, unpriced.cost_model) == (None, None, None)
+
+
+def test_one_batch_is_shown_with_the_stored_models_interval() -> None:
+    """Noisy refit timings: the interval straddles the prediction, as wide as the spreads say;
+    a calibration's (no spare timing) is the prediction itself.
+    """
+    noisy = [(1000 * (1 + i % 3), (5 + 1000 * (1 + i % 3) / 250) * (1.1 if i % 2 else 0.9)) for i in range(9)]
+    observations = [Observation(JobKind.PARTIAL, size, cost, at(i)) for i, (size, cost) in enumerate(noisy)]
+    observations += [Observation(JobKind.MERGE, 2, merge, at(100 + i)) for i, merge in enumerate((27.0, 33.0, 30.0))]
+    refit = fit_cost(observations, ExecutionPath.SPARK_SUBMIT)
+    summary = views.summarize(merged(700, actual_tuples=4000), at(2000), refit)
+    assert summary.cost_model == "refit"
+    low, predicted, high = summary.single_batch_low_s, summary.single_batch_cost_s, summary.single_batch_high_s
+    assert low is not None
+    assert predicted is not None
+    assert high is not None
+    assert low < predicted < high
+    partial, merge = refit.interval(JobKind.PARTIAL, 4000), refit.interval(JobKind.MERGE, 1)
+    assert (low, high) == pytest.approx((partial[0] + merge[0], partial[1] + merge[1]))
+    calibration = model_of([(1000, 9.0), (3000, 17.0)], merge=30.0)
+    exact = views.summarize(merged(700, actual_tuples=4000), at(2000), calibration)
+    assert exact.cost_model == "calibration"
+    assert exact.single_batch_low_s == exact.single_batch_cost_s == pytest.approx(exact.single_batch_high_s)
 
 
 # -- a window's chart -------------------------------------------------------------------------
