@@ -36,6 +36,13 @@ export function WindowView({ detail, runLink = false }: { detail: WindowDetail; 
         <Figure label="laxity" value={duration(w.laxity_s)} testId="iqp-laxity" />
         <Figure label="cost" value={duration(w.cost_s)} testId="iqp-cost" />
         <Figure label="one batch" value={duration(w.single_batch_cost_s)} testId="iqp-single" />
+        {w.single_batch_low_s !== null && w.single_batch_high_s !== null && w.single_batch_high_s > w.single_batch_low_s && (
+          <Figure
+            label={`one batch, 95% (${w.cost_model} model)`}
+            value={`${duration(w.single_batch_low_s)} – ${duration(w.single_batch_high_s)}`}
+            testId="iqp-single-interval"
+          />
+        )}
         <Figure label="cost ratio" value={ratio(w.cost_ratio)} testId="iqp-ratio" />
         <Figure label="tuples" value={`${count(w.actual_tuples)} / ${count(w.expected_tuples)} expected`} />
         {w.late_files > 0 && <Figure label="late files" value={w.late_files} />}
@@ -53,8 +60,8 @@ function Legend() {
     <Text fontSize="xs" color="fg.muted">
       Dashed box: planned start and cost. Filled bar: as run. Hatched: waiting for the resource. Blue tick:
       release; orange triangle: latest start. Predicted finish: what is left of the window, run behind the job
-      holding the resource and the jobs the policy serves first, priced by the cost model learned from this
-      DAG's jobs with its 90% margin (the plan's costs until there is one).
+      holding the resource and the jobs the policy serves first, priced by the cost model this DAG's plans use
+      (its declared file's, or learned from its jobs) with its 90% margin (the plan's costs until there is one).
     </Text>
   );
 }

@@ -20,6 +20,9 @@ export interface WindowSummary {
   remaining_s: number;
   cost_s: number | null;
   single_batch_cost_s: number | null;
+  single_batch_low_s: number | null;
+  single_batch_high_s: number | null;
+  cost_model: string | null;
   cost_ratio: number | null;
   batches: number;
   unit: string;
