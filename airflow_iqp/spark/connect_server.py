@@ -181,7 +181,8 @@ def start(
     driver_memory: str = "2g",
     timeout: float = 180.0,
 ) -> ConnectServer:
-    """Start the server in the background and return once its port answers.
+    """Start the server in the background and return once its port answers and a warm-up job
+    has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up.
 
     Without `token` one is generated (unless `authenticate` is off: a trusted network only).
     """
@@ -215,6 +216,7 @@ def start(
             stop_group(process.pid, grace=10)
             raise ConnectServerError(f"the Spark Connect server did not answer within {timeout:g} s; see {server.log}")
         time.sleep(0.25)
+    warm_up(server)
     return server
 
 

@@ -104,7 +104,9 @@ def test_a_state_directory_whose_process_is_gone_shows_no_server(
 
 
 def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A real server: it answers with its token, refuses a second start, and stop ends it."""
+    """A real server: warmed up by a job of its own, it answers with its token, refuses a second
+    start, and stop ends it.
+    """
     state, port = str(tmp_path / "state"), free_port()
     assert main(["connect-server", "start", "--port", str(port), "--state-dir", state, "--driver-memory", "1g"]) == 0
     try:
@@ -112,6 +114,7 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         connection = json.loads(out.split("AIRFLOW_CONN_IQP_SPARK='", 1)[1].split("'", 1)[0])
         assert (connection["host"], connection["port"]) == ("localhost", port)
         assert oct((tmp_path / "state" / "token").stat().st_mode & 0o777) == "0o600"
+        assert any((tmp_path / "state" / "warm-up").glob("*.parquet")), "the warm-up job wrote its table"
         assert main(["connect-server", "status", "--state-dir", state]) == 0
         assert f"sc://localhost:{port}, master local[2]: answering" in capsys.readouterr().out
         server = status(tmp_path / "state")
