@@ -32,6 +32,7 @@ API_PORT = int(os.environ.get("IQP_DEMO_PORT", PORT))  # Airflow's API server an
 DAGS = REPO / "dags"
 FILES = 280  # generated at one file per (event-time) second...
 SPEEDUP = 2.0  # ...and replayed two a second: 240 files in the demo window, 30 before, 10 after
+WINDOW_FILES = 240  # files each further demo window (IQP_DEMO_WINDOWS) adds
 SCALES = (0.2, 0.15, 0.25, 0.1, 0.3)  # tried in order: the first that makes a plan batch
 LINEITEM_PER_SCALE = 6_001_215  # TPC-H lineitem rows at scale 1 (approximately, below 1)
 LEAD = timedelta(seconds=15)  # replay starts this long before the demo window opens
@@ -46,6 +47,17 @@ def execution_path() -> ExecutionPath:
     if chosen not in (ExecutionPath.SPARK_CONNECT, ExecutionPath.SPARK_SUBMIT):
         raise SystemExit(f"demo: IQP_DEMO_PATH must be spark_connect or spark_submit, got {chosen!r}")
     return ExecutionPath(chosen)
+
+
+def demo_windows() -> int:
+    """How many consecutive windows the demo runs: IQP_DEMO_WINDOWS, 1 by default. The example
+    DAGs learn their cost models (the packaged models their priors): the first window
+    calibrates, and the next ones show the predictions converging.
+    """
+    chosen = os.environ.get("IQP_DEMO_WINDOWS", "1")
+    if not chosen.isdigit() or int(chosen) < 1:
+        raise SystemExit(f"demo: IQP_DEMO_WINDOWS must be a whole number of windows >= 1, got {chosen!r}")
+    return int(chosen)
 
 
 def log(message: str, started: float) -> None:
@@ -89,9 +101,11 @@ def plans(rows_per_file: float) -> dict[str, object]:
 
     A static plan is the one its `plan` task runs once every example has recorded its demand
     (`demand.static_plan`): it leaves room for the longest job another example may hold the
-    shared resource for.
+    shared resource for. A DAG that learns its cost model is planned here with its prior (the
+    packaged model): its first window calibrates, later ones plan with what it learned.
     """
     from airflow_iqp.declaration import ArrivalRate
+    from airflow_iqp.runtime.costs import prior_model
     from airflow_iqp.runtime.demand import static_plan, window_demand
     from airflow_iqp.runtime.sizing import dynamic_batching
 
@@ -107,7 +121,13 @@ def plans(rows_per_file: float) -> dict[str, object]:
             out[example.query] = InvalidDeclaration(f"{example.dag_id} must declare an ArrivalRate for the demo")
             continue
         try:
-            model = declaration.fitted_model(execution_path())
+            model = (
+                prior_model(declaration, execution_path())
+                if declaration.learns_cost
+                else declaration.fitted_model(execution_path())
+            )
+            if model is None:
+                raise InvalidDeclaration(f"{example.dag_id} learns its cost model but has no packaged prior")
             demand = window_demand(declaration, declaration.rate, model)
         except InvalidDeclaration as err:
             out[example.query] = err
@@ -177,22 +197,28 @@ def describe_plan(planned: object) -> str:
 # -- the stream --------------------------------------------------------------------------------
 
 
-def stream(scale: float, started: float) -> Path:
-    """The generated stream under .demo/, reused when an earlier demo made the same one."""
+def stream(scale: float, windows: int, started: float) -> Path:
+    """The generated stream under .demo/ for `windows` demo windows (`WINDOW_FILES` more files
+    for each after the first, as many rows a file), reused when an earlier demo made the same one.
+    """
     from airflow_iqp.tpch.generate import generate
     from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest
 
-    out = DEMO_DIR / f"stream-s{scale:g}-f{FILES}"
+    files = FILES + WINDOW_FILES * (windows - 1)
+    scale = round(scale * files / FILES, 6)
+    out = DEMO_DIR / f"stream-s{scale:g}-f{files}"
     if (out / MANIFEST_NAME).is_file():
         manifest = load_manifest(out / MANIFEST_NAME)
-        if manifest.scale == scale and manifest.files == FILES and manifest.seconds_per_file == 1.0:
+        if manifest.scale == scale and manifest.files == files and manifest.seconds_per_file == 1.0:
             log(f"stream: reusing {out}", started)
             return out
     t = time.monotonic()
-    manifest = generate(out, scale=scale, files=FILES, seconds_per_file=1.0)
+    manifest = generate(out, scale=scale, files=files, seconds_per_file=1.0)
     rows = {s: sum(f.rows for f in files) for s, files in manifest.streams.items()}
     log(
-        f"stream: generated {FILES} files per stream at scale {scale:g} in {time.monotonic() - t:.1f}s: {rows}", started
+        f"stream: generated {manifest.files} files per stream at scale {scale:g} in {time.monotonic() - t:.1f}s: "
+        f"{rows}",
+        started,
     )
     return out
 
@@ -372,8 +398,9 @@ def main() -> int:
     run = tag_run()
     DEMO_DIR.mkdir(parents=True, exist_ok=True)
 
+    windows = demo_windows()
     scale, planned = choose_scale()
-    source = stream(scale, started)
+    source = stream(scale, windows, started)
     rows_per_file = lineitem_rows_per_file(source)
     planned = plans(rows_per_file)
     loaded = examples(rows_per_file, source)
@@ -404,9 +431,9 @@ def main() -> int:
             port=API_PORT,
             extra_env={
                 **example_env(rows_per_file, source),
-                # One run per DAG: the demo window (a later window would find no files).
+                # One run per DAG and demo window (a later window would find no files).
                 "IQP_FIRST_WINDOW": window_start.isoformat(),
-                "IQP_LAST_WINDOW": (window_start + window / 2).isoformat(),
+                "IQP_LAST_WINDOW": (window_start + window * (windows - 0.5)).isoformat(),
                 "AIRFLOW_CONN_IQP_SPARK": json.dumps(spark_conn),
             },
         )
@@ -414,7 +441,7 @@ def main() -> int:
         standalone = airflow.start(airflow_log)
         log(
             f"airflow standalone started (pid {standalone.pid}, log {airflow_log}); "
-            f"demo window {window_start:%H:%M:%S}-{window_start + window:%H:%M:%S} UTC",
+            f"demo window(s) {window_start:%H:%M:%S}-{window_start + windows * window:%H:%M:%S} UTC",
             started,
         )
         up = wait_healthy(standalone, 240, airflow_log, airflow.api)
@@ -455,25 +482,35 @@ def main() -> int:
                 start_new_session=True,
                 env=airflow.environ(),
             )
-        log(f"replaying {FILES} files at {SPEEDUP:g} per second into {landing}", started)
+        log(f"replaying {FILES + WINDOW_FILES * (windows - 1)} files at {SPEEDUP:g} per second into {landing}", started)
 
-        rows = wait_for_windows(ledger_url, loaded, window_start, standalone, started)
-        rows = verify(rows, loaded, started)
+        starts = [window_start + n * window for n in range(windows)]
+        ordered = []
+        for start in starts:
+            rows = verify(wait_for_windows(ledger_url, loaded, start, standalone, started), loaded, started)
+            ordered += [rows[e.query] for e in loaded]
 
-        from airflow_iqp.demo.summary import batches_table, grant_rows, grants_table, windows_table
+        from airflow_iqp.demo.summary import batches_table, errors_table, grant_rows, grants_table, windows_table
         from airflow_iqp.ledger import session_scope
 
-        ordered = [rows[e.query] for e in loaded]
         print("\nWindows (times relative to the window end):")
         print(windows_table(ordered))
-        print(f"\nBatches (times from the window start; wait = release to the job's start, on {path.value}):")
-        print(batches_table(ordered))
+        for start in starts:
+            print(
+                f"\nBatches of the window from {start:%H:%M:%S} (times from its start; wait = release to the job's "
+                f"start, on {path.value}; error = predicted / actual - 1):"
+            )
+            print(batches_table([r for r in ordered if r.window_start == start]))
+        print("\nPredicted against actual cost, per window (a calibration predicts nothing):")
+        print(errors_table(ordered))
         with session_scope(ledger_url) as session:
             grants = grant_rows(session, window_start - window)
-        print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the window start):")
+        print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the first window's start):")
         print(grants_table(grants, window_start))
-        bad = [r.query for r in ordered if r.status != "merged" or r.verified is not True]
-        late = [r.query for r in ordered if r.deadline_met is not True]
+        bad = [
+            f"{r.query} {r.window_start:%H:%M:%S}" for r in ordered if r.status != "merged" or r.verified is not True
+        ]
+        late = [f"{r.query} {r.window_start:%H:%M:%S}" for r in ordered if r.deadline_met is not True]
         failed = bool(bad or late)
         print()
         if bad:

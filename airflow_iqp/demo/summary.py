@@ -1,7 +1,10 @@
-"""The demo's tables, read from the ledger: one line per window, one per batch."""
+"""The demo's tables, read from the ledger: one line per window, one per batch (with its
+prediction's error), and one per window of how good its predictions were.
+"""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
@@ -148,6 +151,7 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
         "wait",
         "pred cost",
         "actual cost",
+        "error",
     )
 
     body = [
@@ -165,10 +169,48 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
             f"{waited:.1f}s" if (waited := wait_s(b)) is not None else None,
             f"{b.predicted_cost:.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
+            _percent(prediction_error(b)),
         )
         for w in rows
         for b in w.batches
     ]
+    return format_table(headers, body)
+
+
+def prediction_error(b: BatchRow) -> float | None:
+    """How far a batch that ran was from its prediction, predicted / actual - 1; None for one
+    that predicted nothing (a calibration's, a past window's) or has not run.
+    """
+    if b.status != BatchStatus.DONE or not b.actual_cost or b.predicted_cost <= 0:
+        return None
+    return b.predicted_cost / b.actual_cost - 1
+
+
+def _percent(value: float | None) -> str | None:
+    return None if value is None else f"{value:+.0%}"
+
+
+def errors_table(rows: Sequence[WindowRow]) -> str:
+    """Per window (in the order given) and query, how far the batches' predicted costs were from
+    the actual ones: the median of |error| and the worst error, and the merge's error.
+    """
+    headers = ("window (UTC)", "query", "plan", "batches predicted", "median |error|", "worst error", "merge error")
+    body = []
+    for w in rows:
+        errors = [e for b in w.batches if (e := prediction_error(b)) is not None]
+        merge = w.actual_cost - sum(b.actual_cost or 0.0 for b in w.batches) if w.actual_cost is not None else None
+        planned = w.plan.merge_cost
+        body.append(
+            (
+                f"{w.window_start:%H:%M:%S}-{w.window_end:%H:%M:%S}",
+                w.dag_id,
+                w.plan.how.split(":")[0].split(" at ")[0],
+                f"{len(errors)}/{len(w.batches)}",
+                f"{statistics.median(abs(e) for e in errors):.0%}" if errors else None,
+                _percent(max(errors, key=abs)) if errors else None,
+                _percent(planned / merge - 1) if merge and planned > 0 else None,
+            )
+        )
     return format_table(headers, body)
 
 

@@ -15,7 +15,15 @@ import pytest
 
 from airflow_iqp.constants import BatchReason, BatchStatus, ExecutionPath, JobKind, Mode
 from airflow_iqp.declaration import declare
-from airflow_iqp.demo.summary import batches_table, file_count, format_table, wait_s, window_row, windows_table
+from airflow_iqp.demo.summary import (
+    batches_table,
+    errors_table,
+    file_count,
+    format_table,
+    wait_s,
+    window_row,
+    windows_table,
+)
 from airflow_iqp.demo.verify import compare_rows, single_pass, verify_window
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.planning.record import PlanRecord
@@ -160,7 +168,12 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
         "5.5s",
         "65.0s",
         "25.0s",
+        "+160%",
     ]
+    errors = errors_table([row]).splitlines()
+    assert len(errors) == 3
+    # batches 45 s and 65 s predicted, 25 s each taken; the merge 25 s predicted, 20 s taken
+    assert errors[2].split()[-5:] == ["iqp_q6", "2/2", "120%", "+160%", "+25%"]
 
 
 def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:
