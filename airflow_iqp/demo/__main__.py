@@ -412,6 +412,8 @@ def main() -> int:
     for example in loaded:
         deadline = example.deadline.total_seconds()
         print(f"    {example.query} (deadline window end + {deadline:g}s): {describe_plan(planned[example.query])}")
+    if any(e.declaration.learns_cost for e in loaded):
+        print("    (a DAG that learns its cost model calibrates in its first window, then plans with what it learned)")
 
     from airflow_iqp.ledger.engine import migrate
 
