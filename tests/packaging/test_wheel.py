@@ -1,9 +1,9 @@
 """The provider as a user installs it: a wheel, not this checkout.
 
 Builds the wheel, installs it (not editable) into a fresh virtual environment with the versions
-uv.lock pins, and parses an example DAG there: the TPC-H query and cost model (the repository's
-top-level queries/ and cost_models/, shipped as package data) must be found inside site-packages,
-never in the repository.
+uv.lock pins, and parses an example DAG there: the TPC-H query and the cost model it learns from
+(the repository's top-level queries/ and cost_models/, shipped as package data) must be found
+inside site-packages, never in the repository.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ namespace = runpy.run_path(sys.argv[1])
 dag = namespace["dag"]
 plan = dag.get_task("plan")
 import airflow_iqp
+from airflow_iqp.runtime.costs import prior_model
+prior = prior_model(plan.declaration, "spark_connect")  # the example learns: the packaged model is its prior
 print(json.dumps({
     "dag_id": dag.dag_id,
     "tasks": sorted(dag.task_ids),
     "package": airflow_iqp.__file__,
     "query": str(plan.declaration.query.path),
-    "cost_model": str(plan.declaration.cost_model),
+    "cost_model": str(prior.source),
     "version": airflow_iqp.__version__,
 }))
 """
