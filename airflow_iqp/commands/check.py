@@ -4,7 +4,9 @@ Each DAG file is run as Airflow parses it (no database is touched); every interm
 declares with a fitted cost model and a declared rate is priced per window (`demand`) and the
 set goes through the non-preemptive EDF demand test (`planning.admission`) on one resource: the
 dispatcher runs one job at a time per resource, and none can be preempted. A query that learns
-its cost model or rate has no price before it has run, so it is listed and left out.
+its cost model is priced by its prior (a packaged query's packaged model), the model its
+learning starts from; one with no prior, or that learns its rate, has no price before it has
+run, so it is listed and left out.
 Exit 0 when every deadline holds, 1 when one fails or a DAG file's declaration is invalid.
 """
 
@@ -134,14 +136,20 @@ def report(tasks: list[RecurringQuery], admission: Admission) -> list[str]:
 def priced(
     found: list[Declaration], path: ExecutionPath, invalid: dict[Path, InvalidDeclaration]
 ) -> list[tuple[Declaration, ArrivalRate, CostModel]]:
-    """The declarations with a fitted model on `path` and a declared rate; the others are
-    listed (one whose model file lacks the path is added to `invalid`).
+    """The declarations with a fitted model (or a learned one's prior) on `path` and a declared
+    rate; the others are listed (one whose model file lacks the path is added to `invalid`).
     """
+    from airflow_iqp.runtime.costs import prior_model
+
     out: list[tuple[Declaration, ArrivalRate, CostModel]] = []
     for declaration in found:
-        if declaration.learns_cost or not isinstance(declaration.rate, ArrivalRate):
-            learns = "cost model" if declaration.learns_cost else "arrival rate"
+        prior = prior_model(declaration, path) if declaration.learns_cost else None
+        if (declaration.learns_cost and prior is None) or not isinstance(declaration.rate, ArrivalRate):
+            learns = "arrival rate" if not isinstance(declaration.rate, ArrivalRate) else "cost model without a prior"
             print(f"{declaration.dag_id}: not checked: it learns its {learns}, so it has no price before it runs")
+            continue
+        if prior is not None:
+            out.append((declaration, declaration.rate, prior))
             continue
         try:
             out.append((declaration, declaration.rate, declaration.fitted_model(path)))

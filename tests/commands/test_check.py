@@ -93,11 +93,27 @@ def test_an_infeasible_pair_is_refused_naming_the_query_and_the_shortfall(
 
 def test_queries_without_a_price_are_listed_and_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     folder = tmp_path / "dags"
-    dag_file(folder, "learning_q6", "q6", deadline=30, cost_model="learn")
+    folder.mkdir()
+    (folder / "mine.sql").write_text("SELECT sum(l_quantity) AS qty FROM lineitem")
+    dag_file(folder, "learning_mine", str(folder / "mine.sql"), deadline=30, cost_model="learn")
     assert main(["check", str(folder)]) == 0
     out = capsys.readouterr().out
-    assert "learning_q6: not checked: it learns its cost model" in out
+    assert "learning_mine: not checked: it learns its cost model without a prior" in out
     assert "nothing to check" in out
+
+
+def test_a_packaged_query_that_learns_is_priced_by_its_prior(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its learning starts from the packaged model: the same price as declaring that model."""
+    learning, fitted = tmp_path / "learning", tmp_path / "fitted"
+    dag_file(learning, "some_q6", "q6", deadline=30, cost_model="learn")
+    dag_file(fitted, "some_q6", "q6", deadline=30)
+    assert main(["check", str(learning)]) == 0
+    priced = capsys.readouterr().out.replace(str(learning), "DAGS")
+    assert main(["check", str(fitted)]) == 0
+    assert priced == capsys.readouterr().out.replace(str(fitted), "DAGS")
+    assert "some_q6 " in priced
 
 
 def test_an_invalid_declaration_fails_the_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
