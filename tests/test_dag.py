@@ -76,9 +76,15 @@ def test_example_dag_builds_plan_partials_merge_late_files(name: str, demo_env: 
 
 
 def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:
+    """The example, declared with the packaged model as a fitted file (the one model a parse can
+    check a deadline with) and a deadline no batch can meet.
+    """
     bad = tmp_path / "bad_dag.py"
     bad.write_text(
-        (DAGS / "iqp_q6.py").read_text().replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)")
+        (DAGS / "iqp_q6.py")
+        .read_text()
+        .replace("deadline=timedelta(seconds=45)", "deadline=timedelta(seconds=1)")
+        .replace('cost_model="learn",', 'cost_model="q6",')
     )
     with pytest.raises(InvalidDeclaration, match="earliest feasible deadline"):
         load(bad)
@@ -201,8 +207,8 @@ def test_a_dag_may_bring_its_own_deadline_callback(demo_env: Path) -> None:
         (DAGS / "iqp_q6.py")
         .read_text()
         .replace(
-            'cost_model="q6",',
-            'cost_model="q6", deadline_callback=SyncCallback("my_alerts.page_oncall", kwargs={"team": "data"}),',
+            'cost_model="learn",',
+            'cost_model="learn", deadline_callback=SyncCallback("my_alerts.page_oncall", kwargs={"team": "data"}),',
         )
     )
     source = source.replace("from airflow_iqp import", "from airflow.sdk import SyncCallback\nfrom airflow_iqp import")
