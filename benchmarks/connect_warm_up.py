@@ -3,8 +3,8 @@
 Run: flock /tmp/iqp-heavy.lock uv run python benchmarks/connect_warm_up.py [--repeat 2] [--query q14]
 
 Each repetition starts a fresh server twice (the orders alternate, so the machine's load falls
-on both alike): once cold, once followed by `connect_server.warm_up`, whose seconds are printed
-apart. Then it times the same jobs on it as a demo window's first ones: a partial over `FILES`
+on both alike): once cold (`start(..., warm=False)`), once followed by `connect_server.warm_up`
+as `start` runs it, whose seconds are printed apart. Then it times the same jobs on it as a demo window's first ones: a partial over `FILES`
 generated TPC-H files (the demo's scale: about 4,300 lineitem rows a file), a second one like
 it, and the merge of the two, each in a Connect session of its own as a task runs it
 (`costfit.runners.ConnectRunner`). The Connect client is imported before any timing, as a task
@@ -44,7 +44,7 @@ def main() -> None:
 
     from airflow_iqp.costfit.batches import Dataset, TpchSource
     from airflow_iqp.queries import load_query
-    from airflow_iqp.spark.connect_server import running, warm_up
+    from airflow_iqp.spark.connect_server import free_port, start, stop, warm_up
     from airflow_iqp.tpch.generate import generate
 
     results: dict[str, list[list[float]]] = {"cold": [], "warmed": []}
@@ -57,10 +57,13 @@ def main() -> None:
             order = ("cold", "warmed") if repetition % 2 == 0 else ("warmed", "cold")
             for mode in order:
                 state = root / f"server-{mode}-{repetition}"
-                with running(state) as server:
+                server = start(state, port=free_port(), warm=False)
+                try:
                     if mode == "warmed":
-                        warm_ups.append(warm_up(server))
+                        warm_ups.append(warm_up(server))  # what `start` runs unless told not to
                     jobs = first_jobs(source, server.url_with_token, root / f"work-{mode}-{repetition}")
+                finally:
+                    stop(state)
                 results[mode].append(jobs)
                 print(
                     f"{mode:6} run {repetition + 1}: first partial {jobs[0]:.2f} s, second {jobs[1]:.2f} s, "

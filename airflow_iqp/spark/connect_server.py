@@ -180,9 +180,11 @@ def start(
     bind: str = LOOPBACK,
     driver_memory: str = "2g",
     timeout: float = 180.0,
+    warm: bool = True,
 ) -> ConnectServer:
     """Start the server in the background and return once its port answers and a warm-up job
-    has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up.
+    has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up
+    (`warm=False` skips it: benchmarks/connect_warm_up.py measures a cold server).
 
     Without `token` one is generated (unless `authenticate` is off: a trusted network only).
     """
@@ -216,7 +218,8 @@ def start(
             stop_group(process.pid, grace=10)
             raise ConnectServerError(f"the Spark Connect server did not answer within {timeout:g} s; see {server.log}")
         time.sleep(0.25)
-    warm_up(server)
+    if warm:
+        warm_up(server)
     return server
 
 
