@@ -4,11 +4,11 @@ Run: flock /tmp/iqp-heavy.lock uv run python benchmarks/connect_warm_up.py [--re
 
 Each repetition starts a fresh server twice (the orders alternate, so the machine's load falls
 on both alike): once cold (`start(..., warm=False)`), once followed by `connect_server.warm_up`
-as `start` runs it, whose seconds are printed apart. Then it times the same jobs on it as a demo window's first ones: a partial over `FILES`
-generated TPC-H files (the demo's scale: about 4,300 lineitem rows a file), a second one like
-it, and the merge of the two, each in a Connect session of its own as a task runs it
-(`costfit.runners.ConnectRunner`). The Connect client is imported before any timing, as a task
-process pays that import either way.
+as `start` runs it, whose seconds are printed apart. Then it times the same jobs on it as a
+demo window's first ones: a partial over `FILES` generated TPC-H files (the demo's scale: about
+4,300 lineitem rows a file), a second one like it, and the merge of the two, each in a Connect
+session of its own as a task runs it (`costfit.runners.ConnectRunner`). The Connect client is
+imported before any timing, as a task process pays that import either way.
 """
 
 from __future__ import annotations
