@@ -51,8 +51,8 @@ def execution_path() -> ExecutionPath:
 
 def demo_windows() -> int:
     """How many consecutive windows the demo runs: IQP_DEMO_WINDOWS, 1 by default. The example
-    DAGs learn their cost models (the packaged models their priors): the first window
-    calibrates, and the next ones show the predictions converging.
+    DAGs learn their cost models (the packaged models their priors, which plan the first
+    window), and the next windows show the predictions converging.
     """
     chosen = os.environ.get("IQP_DEMO_WINDOWS", "1")
     if not chosen.isdigit() or int(chosen) < 1:
@@ -102,7 +102,7 @@ def plans(rows_per_file: float) -> dict[str, object]:
     A static plan is the one its `plan` task runs once every example has recorded its demand
     (`demand.static_plan`): it leaves room for the longest job another example may hold the
     shared resource for. A DAG that learns its cost model is planned here with its prior (the
-    packaged model): its first window calibrates, later ones plan with what it learned.
+    packaged model) until its own jobs refit it: later windows plan with what it learned.
     """
     from airflow_iqp.declaration import ArrivalRate
     from airflow_iqp.runtime.costs import prior_model
@@ -413,7 +413,7 @@ def main() -> int:
         deadline = example.deadline.total_seconds()
         print(f"    {example.query} (deadline window end + {deadline:g}s): {describe_plan(planned[example.query])}")
     if any(e.declaration.learns_cost for e in loaded):
-        print("    (a DAG that learns its cost model calibrates in its first window, then plans with what it learned)")
+        print("    (a DAG that learns its cost model plans with its prior until its jobs refit it)")
 
     from airflow_iqp.ledger.engine import migrate
 

@@ -71,13 +71,14 @@ def learned_model(session: Session, declaration: Declaration, path: ExecutionPat
 
 def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
     """The model to plan with on `path`: the fitted file's, the learned one (with its margin
-    once refit), or None (learning, and no model yet: calibrate).
+    once refit); before the DAG's first job a packaged query plans with its prior (the packaged
+    model its learning starts from), any other query with None (calibrate).
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
     learned = stored_model(session, declaration.dag_id, path)
     if learned is None:
-        return None
+        return prior_model(declaration, path)
     return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
 
 

@@ -19,6 +19,7 @@ from airflow_iqp.exceptions import InputGone, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.planning.admission import admit
+from airflow_iqp.queries import EXAMPLE_QUERIES
 from airflow_iqp.runtime.demand import window_demand
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
@@ -167,7 +168,8 @@ def test_a_window_run_again_after_some_of_its_files_went_fails_naming_one(tmp_pa
 
 
 def test_learning_with_no_model_yet_runs_the_calibration(tmp_path: Path, url: str) -> None:
-    decl = declaration(tmp_path, cost_model=LEARN)
+    (tmp_path / "q6.sql").write_text((EXAMPLE_QUERIES / "q6.sql").read_text())  # a user's own: no prior
+    decl = declaration(tmp_path, cost_model=LEARN, query="q6.sql")
     start = future_window()
     batches = plan(decl, start)
     assert [(b["index"], b["upto"]) for b in batches] == [(0, 1), (1, None)]  # one unit first, then the rest

@@ -74,8 +74,25 @@ def url(tmp_path: Path) -> str:
     return url
 
 
-def test_a_learning_dag_has_no_model_until_its_calibration_ran(tmp_path: Path, url: str) -> None:
+def own_query(tmp_path: Path) -> str:
+    """Q6 as a user's own query file: no packaged model is its prior."""
+    (tmp_path / "q6.sql").write_text((EXAMPLE_QUERIES / "q6.sql").read_text())
+    return "q6.sql"
+
+
+def test_a_packaged_query_plans_with_its_prior_until_its_first_jobs_refit_it(tmp_path: Path, url: str) -> None:
     learning = declaration(tmp_path)
+    with session_scope(url) as s:
+        before = planning_model(s, learning, PATH)
+        assert isinstance(before, FittedCostModel)
+        assert before.partial.points == prior_model(learning, PATH).partial.points  # type: ignore[union-attr]
+        observe(s, learning, PATH, JobKind.PARTIAL, 4300, 13.0)
+        observe(s, learning, PATH, JobKind.MERGE, 1, 2.0)
+        assert isinstance(planning_model(s, learning, PATH), LearnedCost)
+
+
+def test_a_learning_dag_has_no_model_until_its_calibration_ran(tmp_path: Path, url: str) -> None:
+    learning = declaration(tmp_path, query=own_query(tmp_path))
     with session_scope(url) as s:
         assert planning_model(s, learning, PATH) is None
         assert observe(s, learning, PATH, JobKind.PARTIAL, 4300, 13.0) is None  # one partial size
@@ -125,7 +142,7 @@ def test_a_refit_follows_once_there_are_enough_observations(tmp_path: Path, url:
 
 
 def test_each_execution_path_learns_its_own_model(tmp_path: Path, url: str) -> None:
-    learning = declaration(tmp_path)
+    learning = declaration(tmp_path, query=own_query(tmp_path))
     with session_scope(url) as s:
         for rows, seconds in ((4300, 2.0), (43000, 5.0)):
             observe(s, learning, ExecutionPath.IN_PROCESS, JobKind.PARTIAL, rows, seconds)
