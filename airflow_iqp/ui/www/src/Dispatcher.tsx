@@ -3,7 +3,7 @@
 // by the API: only their place and timing show.
 import { Badge, Box, Heading, Stack, Table, Text } from "@chakra-ui/react";
 
-import { Loading } from "./common";
+import { ColumnHeaders, Loading } from "./common";
 import { useApi } from "./api";
 import { duration, time } from "./format";
 import type { DispatcherView, Grant, Ranked } from "./types";
@@ -30,15 +30,7 @@ export function Dispatcher() {
               policy <Badge>{view.policy}</Badge>
             </Text>
             <Table.Root size="sm">
-              <Table.Header>
-                <Table.Row>
-                  <Table.ColumnHeader>resource</Table.ColumnHeader>
-                  <Table.ColumnHeader>holder</Table.ColumnHeader>
-                  <Table.ColumnHeader>held for</Table.ColumnHeader>
-                  <Table.ColumnHeader>lease expires</Table.ColumnHeader>
-                  <Table.ColumnHeader>fence</Table.ColumnHeader>
-                </Table.Row>
-              </Table.Header>
+              <ColumnHeaders names={["resource", "holder", "held for", "lease expires", "fence"]} />
               <Table.Body>
                 {view.resources.map((r) => (
                   <Table.Row key={r.id} data-testid="iqp-resource">
@@ -59,17 +51,7 @@ export function Dispatcher() {
                 <Text color="fg.muted">Nothing is waiting.</Text>
               ) : (
                 <Table.Root size="sm">
-                  <Table.Header>
-                    <Table.Row>
-                      <Table.ColumnHeader>#</Table.ColumnHeader>
-                      <Table.ColumnHeader>job</Table.ColumnHeader>
-                      <Table.ColumnHeader>reason</Table.ColumnHeader>
-                      <Table.ColumnHeader>deadline</Table.ColumnHeader>
-                      <Table.ColumnHeader>remaining work</Table.ColumnHeader>
-                      <Table.ColumnHeader>laxity</Table.ColumnHeader>
-                      <Table.ColumnHeader>waiting for</Table.ColumnHeader>
-                    </Table.Row>
-                  </Table.Header>
+                  <ColumnHeaders names={["#", "job", "reason", "deadline", "remaining work", "laxity", "waiting for"]} />
                   <Table.Body>
                     {view.queue.map((q) => (
                       <Table.Row key={q.request} data-testid="iqp-queue-entry">
@@ -92,16 +74,7 @@ export function Dispatcher() {
                 <Text color="fg.muted">No grant in this period.</Text>
               ) : (
                 <Table.Root size="sm">
-                  <Table.Header>
-                    <Table.Row>
-                      <Table.ColumnHeader>granted</Table.ColumnHeader>
-                      <Table.ColumnHeader>job</Table.ColumnHeader>
-                      <Table.ColumnHeader>resource</Table.ColumnHeader>
-                      <Table.ColumnHeader>waited</Table.ColumnHeader>
-                      <Table.ColumnHeader>held</Table.ColumnHeader>
-                      <Table.ColumnHeader>also waiting</Table.ColumnHeader>
-                    </Table.Row>
-                  </Table.Header>
+                  <ColumnHeaders names={["granted", "job", "resource", "waited", "held", "also waiting"]} />
                   <Table.Body>
                     {view.grants.map((g) => (
                       <GrantRow key={g.request} grant={g} />

@@ -5,7 +5,7 @@ import { Box, Heading, Link, Stack, Table, Text } from "@chakra-ui/react";
 import { useSearchParams } from "react-router-dom";
 
 import { useApi } from "./api";
-import { Loading, OutcomeBadge, StatusBadge } from "./common";
+import { ColumnHeaders, Loading, OutcomeBadge, StatusBadge } from "./common";
 import { DeadlinesCard } from "./DeadlinesCard";
 import { Dispatcher } from "./Dispatcher";
 import { duration, ratio, time } from "./format";
@@ -53,20 +53,7 @@ function Queries({
   if (queries.length === 0) return <Text color="fg.muted">No intermittent query you may read has run yet.</Text>;
   return (
     <Table.Root size="sm" interactive data-testid="iqp-queries">
-      <Table.Header>
-        <Table.Row>
-          <Table.ColumnHeader>DAG</Table.ColumnHeader>
-          <Table.ColumnHeader>query</Table.ColumnHeader>
-          <Table.ColumnHeader>mode</Table.ColumnHeader>
-          <Table.ColumnHeader>window / deadline</Table.ColumnHeader>
-          <Table.ColumnHeader>met</Table.ColumnHeader>
-          <Table.ColumnHeader>missed</Table.ColumnHeader>
-          <Table.ColumnHeader>at risk</Table.ColumnHeader>
-          <Table.ColumnHeader>open</Table.ColumnHeader>
-          <Table.ColumnHeader>median laxity</Table.ColumnHeader>
-          <Table.ColumnHeader>cost vs one batch</Table.ColumnHeader>
-        </Table.Row>
-      </Table.Header>
+      <ColumnHeaders names={["DAG", "query", "mode", "window / deadline", "met", "missed", "at risk", "open", "median laxity", "cost vs one batch"]} />
       <Table.Body>
         {queries.map((q) => (
           <Table.Row
@@ -114,19 +101,7 @@ function Windows({
         {query.dag_id}: recent windows
       </Heading>
       <Table.Root size="sm" interactive data-testid="iqp-windows">
-        <Table.Header>
-          <Table.Row>
-            <Table.ColumnHeader>window start</Table.ColumnHeader>
-            <Table.ColumnHeader>outcome</Table.ColumnHeader>
-            <Table.ColumnHeader>status</Table.ColumnHeader>
-            <Table.ColumnHeader>deadline</Table.ColumnHeader>
-            <Table.ColumnHeader>finished</Table.ColumnHeader>
-            <Table.ColumnHeader>laxity</Table.ColumnHeader>
-            <Table.ColumnHeader>batches</Table.ColumnHeader>
-            <Table.ColumnHeader>cost</Table.ColumnHeader>
-            <Table.ColumnHeader>vs one batch</Table.ColumnHeader>
-          </Table.Row>
-        </Table.Header>
+        <ColumnHeaders names={["window start", "outcome", "status", "deadline", "finished", "laxity", "batches", "cost", "vs one batch"]} />
         <Table.Body>
           {query.windows.map((w) => (
             <Table.Row

@@ -3,7 +3,7 @@
 import { Box, Flex, Heading, Link, Stack, Table, Text } from "@chakra-ui/react";
 import { Link as RouterLink } from "react-router-dom";
 
-import { Figure, OutcomeBadge, StatusBadge } from "./common";
+import { ColumnHeaders, Figure, OutcomeBadge, StatusBadge } from "./common";
 import { count, duration, ratio, time } from "./format";
 import { Gantt } from "./Gantt";
 import type { Bar, WindowDetail } from "./types";
@@ -69,22 +69,7 @@ function Legend() {
 function BatchTable({ bars, unit }: { bars: Bar[]; unit: string }) {
   return (
     <Table.Root size="sm" data-testid="iqp-batches">
-      <Table.Header>
-        <Table.Row>
-          <Table.ColumnHeader>job</Table.ColumnHeader>
-          <Table.ColumnHeader>status</Table.ColumnHeader>
-          <Table.ColumnHeader>reason</Table.ColumnHeader>
-          <Table.ColumnHeader>planned start</Table.ColumnHeader>
-          <Table.ColumnHeader>started</Table.ColumnHeader>
-          <Table.ColumnHeader>waited</Table.ColumnHeader>
-          <Table.ColumnHeader>planned ({unit})</Table.ColumnHeader>
-          <Table.ColumnHeader>tuples</Table.ColumnHeader>
-          <Table.ColumnHeader>predicted cost</Table.ColumnHeader>
-          <Table.ColumnHeader>cost</Table.ColumnHeader>
-          <Table.ColumnHeader>attempts</Table.ColumnHeader>
-          <Table.ColumnHeader>files frozen</Table.ColumnHeader>
-        </Table.Row>
-      </Table.Header>
+      <ColumnHeaders names={["job", "status", "reason", "planned start", "started", "waited", `planned (${unit})`, "tuples", "predicted cost", "cost", "attempts", "files frozen"]} />
       <Table.Body>
         {bars.map((bar, i) => (
           <Table.Row key={`${bar.label}-${i}`} data-testid="iqp-batch" data-label={bar.label}>

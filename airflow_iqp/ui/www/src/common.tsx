@@ -1,5 +1,5 @@
 // Small pieces every view shares: loading and error states, badges, a labelled number.
-import { Badge, Box, Spinner, Text } from "@chakra-ui/react";
+import { Badge, Box, Spinner, Table, Text } from "@chakra-ui/react";
 import type { ReactNode } from "react";
 
 import type { Loaded } from "./api";
@@ -58,5 +58,18 @@ export function Figure({ label, value, testId }: { label: string; value: ReactNo
         {value}
       </Text>
     </Box>
+  );
+}
+
+/** A table's header row: one column per name. */
+export function ColumnHeaders({ names }: { names: ReactNode[] }) {
+  return (
+    <Table.Header>
+      <Table.Row>
+        {names.map((name, i) => (
+          <Table.ColumnHeader key={i}>{name}</Table.ColumnHeader>
+        ))}
+      </Table.Row>
+    </Table.Header>
   );
 }
