@@ -84,6 +84,16 @@ class Watch:
             key = (pid, table[pid][2])
             self.seen[key] = command or self.seen.get(key, "?")
 
+    def until_running(self, command: str, timeout: float) -> None:
+        """Scan until a process of the demo runs `command` (what runs now, however short-lived)."""
+        give_up = time.monotonic() + timeout
+        while True:
+            self.scan()
+            if any(command in seen for seen in self.seen.values()):
+                return
+            assert time.monotonic() < give_up, f"no {command!r} within {timeout:g} s: {self.seen}"
+            time.sleep(0.1)
+
     def run(self) -> None:
         while not self.done.is_set():
             self.scan()
@@ -191,7 +201,7 @@ def test_ctrl_c_stops_everything_the_demo_started(demo_dir: Path, after: str, pr
     try:
         demo.wait_for(after, STARTUP_S)
         connect_server = json.loads((demo_dir / "connect-server" / "server.json").read_text())["pid"]
-        demo.watch.scan()  # what runs now, however short-lived
+        demo.watch.until_running("airflow standalone", 60)  # past its exec: the line comes right after the spawn
         demo.ctrl_c()
         if presses == 2:
             demo.wait_for("interrupted", 10)
