@@ -56,7 +56,7 @@ def _planned(url: str) -> int:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         window = store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, 3, PlanRecord(merge_cost=MERGE), rows)
         store.start_batch(s, window, 0)
-        store.finish_batch(s, window, 0, T0, T0 + timedelta(seconds=2), 1, COSTS[0], "/work/b0")
+        store.finish_batch(s, window, 0, T0, T0 + timedelta(seconds=2), 1, COSTS[0], "/jobs/b0")
         store.skip_batch(s, window, 1)
     return window
 
@@ -86,6 +86,6 @@ def test_the_merge_reports_its_own_cost(tmp_path: Path) -> None:
     window = _planned(url)
     with session_scope(url) as s:
         store.start_batch(s, window, 2)
-        store.finish_batch(s, window, 2, T0, T0 + timedelta(seconds=8), 1, COSTS[2], "/work/b2")
+        store.finish_batch(s, window, 2, T0, T0 + timedelta(seconds=8), 1, COSTS[2], "/jobs/b2")
         summary = store.window_summary(s, window)
     assert merge_request(DECLARATION, summary, None).remaining_cost == MERGE
