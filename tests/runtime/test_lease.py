@@ -20,6 +20,8 @@ from airflow_iqp.runtime.lease import LeaseKeeper, tag
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from sqlalchemy.orm import Session
+
 LOG = logging.getLogger(__name__)
 
 
@@ -31,25 +33,30 @@ def url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     return url
 
 
+def queue_partial(
+    s: Session, dag_id: str, start: datetime, deadline: datetime, lease_seconds: float, now: datetime
+) -> None:
+    """A 10 s window of `dag_id` opening at `start`, and one partial request of it registered at `now`."""
+    window = store.record_plan(s, dag_id, start, start + timedelta(seconds=10), deadline, 1, PlanRecord(), [])
+    dispatch.register(
+        s,
+        window_id=window,
+        query=dag_id,
+        kind=JobKind.PARTIAL,
+        slot=0,
+        reason=BatchReason.PLANNED,
+        deadline=deadline,
+        remaining_cost=1.0,
+        lease_seconds=lease_seconds,
+        now=now,
+    )
+
+
 def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
     """A window of DAG q6 with one partial request, granted the one resource at `now`."""
     with session_scope(url) as s:
         store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
-        window = store.record_plan(
-            s, "q6", now, now + timedelta(seconds=10), now + timedelta(seconds=60), 1, PlanRecord(), []
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="q6",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=now + timedelta(seconds=60),
-            remaining_cost=1.0,
-            lease_seconds=lease_seconds,
-            now=now,
-        )
+        queue_partial(s, "q6", now, now + timedelta(seconds=60), lease_seconds, now)
         [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
     return lease
 
@@ -59,28 +66,7 @@ def stale_lease(url: str) -> dispatch.Lease:
     start = datetime.now(UTC) - timedelta(minutes=5)
     lease = grant_one(url, 5.0, start)
     with session_scope(url) as s:
-        window = store.record_plan(
-            s,
-            "q6",
-            start + timedelta(seconds=10),
-            start + timedelta(seconds=20),
-            start + timedelta(seconds=90),
-            1,
-            PlanRecord(),
-            [],
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="q6",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=start + timedelta(seconds=90),
-            remaining_cost=1.0,
-            lease_seconds=600,
-            now=datetime.now(UTC),
-        )
+        queue_partial(s, "q6", start + timedelta(seconds=10), start + timedelta(seconds=90), 600, datetime.now(UTC))
         [taken] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC))
     assert taken.fence == lease.fence + 1
     return lease

@@ -19,11 +19,10 @@ import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import update
 
-from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
+from airflow_iqp.constants import Mode, Policy
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.ledger.models import Resource
-from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.jobs import merge_job, partial_job
@@ -31,6 +30,7 @@ from airflow_iqp.spark.jobs.inputs import CorruptInput
 from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec, StaticInput, StreamInput
 from tests.operators.test_dispatched import HeldJob
+from tests.runtime.test_lease import queue_partial
 from tests.spark.compare import assert_same
 from tests.spark.test_jobs import (
     BATCHES,
@@ -180,21 +180,7 @@ class SlowPartial(HeldJob):
 def granted(url: str, now: datetime) -> dispatch.Lease:
     with session_scope(url) as s:
         store.register_query(s, dag_id="slow", name="slow", sql=SLOW_SQL, mode=Mode.STATIC, params={})
-        window = store.record_plan(
-            s, "slow", now, now + timedelta(seconds=10), now + timedelta(minutes=5), 1, PlanRecord(), []
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="slow",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=now + timedelta(minutes=5),
-            remaining_cost=1.0,
-            lease_seconds=LEASE_SECONDS,
-            now=now,
-        )
+        queue_partial(s, "slow", now, now + timedelta(minutes=5), LEASE_SECONDS, now)
         [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
     return lease
 
@@ -205,28 +191,7 @@ def take_over(url: str, lease: dispatch.Lease) -> None:
     """
     now = datetime.now(UTC)
     with session_scope(url) as s:
-        window = store.record_plan(
-            s,
-            "slow",
-            now + timedelta(minutes=1),
-            now + timedelta(minutes=2),
-            now + timedelta(minutes=9),
-            1,
-            PlanRecord(),
-            [],
-        )
-        dispatch.register(
-            s,
-            window_id=window,
-            query="slow",
-            kind=JobKind.PARTIAL,
-            slot=0,
-            reason=BatchReason.PLANNED,
-            deadline=now + timedelta(minutes=9),
-            remaining_cost=1.0,
-            lease_seconds=600,
-            now=now,
-        )
+        queue_partial(s, "slow", now + timedelta(minutes=1), now + timedelta(minutes=9), 600, now)
         expired = now - timedelta(seconds=1)
         s.execute(update(Resource).where(Resource.id == lease.resource).values(lease_expires=expired))
         [taken] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
