@@ -1,4 +1,5 @@
-"""Shared fixtures: one local Spark session and one Spark Connect server for the whole test session."""
+"""Shared fixtures: one local Spark session, one Spark Connect server and one migrated Airflow
+metadata database for the whole test session."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.integration.airflow_env import SPARK_SUBMIT, AirflowEnv
 from tests.postgres import postgres_server as postgres_server  # the session's cluster, for every test
 
 if TYPE_CHECKING:
@@ -49,6 +51,18 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
 
     with running(tmp_path_factory.mktemp("connect-server"), driver_memory="1g") as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def airflow_metadata(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Airflow's SQLite metadata database, migrated once: each Airflow home of the tests starts
+    from a copy (AirflowEnv.copy_metadata); a migration costs 10 s and more."""
+    env = AirflowEnv(tmp_path_factory.mktemp("airflow-metadata"), SPARK_SUBMIT)
+    env.migrate()
+    migrated = env.home / "airflow.db"
+    assert migrated.is_file()
+    assert not migrated.with_name("airflow.db-wal").exists(), "the migration left its log beside the database"
+    return migrated
 
 
 TESTS = Path(__file__).parent

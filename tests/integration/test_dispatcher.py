@@ -1,4 +1,4 @@
-"""The dispatcher in Airflow: three DAGs share one Spark resource; input that runs slow.
+"""The dispatcher in Airflow: three DAGs share one Spark resource.
 
 Each DAG runs in its own `airflow dags test` process (its own Airflow home), as three
 deployments of DAGs would; all three reach the same ledger, so one dispatcher decides. Every
@@ -201,36 +201,3 @@ def test_three_queries_share_one_resource_in_policy_order(
         assert keys == sorted(keys), f"grant {request.fence} did not go to the best-ranked request: {ranking}"
         contested += len(ranking) > 1 and keys[0] < keys[1]
     assert contested >= 2, "the queries never competed for the resource: the test shows no ordering"
-
-
-def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(
-    tmp_path_factory: pytest.TempPathFactory,
-    stream: Path,
-    spark: SparkSession,
-    connect_server: ConnectServer,
-    airflow_metadata: Path,
-) -> None:
-    """Declared at 2 files/s, replayed at 0.5: MinBatch (a share of the 60 declared files) never
-    lands in time, so the first batch fires when MinBatch should have arrived, with fewer files."""
-    root = tmp_path_factory.mktemp("slow")
-    ledger = f"sqlite:///{root / 'ledger.db'}"
-    env = make_env(root, "airflow", ledger, connect_server)
-    env.copy_metadata(airflow_metadata)
-    landing = root / "landing"
-    write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
-    process, start = replay(stream, landing, 0.5, WINDOW, LEAD)
-    try:
-        run_dags({"iqp_slow_q6": env}, start)
-    finally:
-        process.kill()
-    report(ledger, start, ["iqp_slow_q6"])
-    window = check_window(ledger, spark, declaration(env, "iqp_slow_q6"), start)
-    assert window.plan.dynamic is not None
-    min_batch = window.plan.dynamic.min_batch
-    first = window.batches[0]
-    assert first.reason == BatchReason.SLOW_INPUT, [(b.index, b.reason) for b in window.batches]
-    assert first.files is not None
-    assert len(first.files["lineitem"]) < min_batch
-    assert first.actual_start is not None
-    assert first.actual_start < window.window_end, "the time-triggered batch fired inside the window"
-    assert window.deadline_met

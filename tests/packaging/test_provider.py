@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,9 +38,12 @@ with DAG(
 
 
 @pytest.fixture(scope="module")
-def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.CompletedProcess[str]]:
+def cli(
+    tmp_path_factory: pytest.TempPathFactory, airflow_metadata: Path
+) -> dict[str, subprocess.CompletedProcess[str]]:
     home = tmp_path_factory.mktemp("airflow_home")
     (home / "dags").mkdir()
+    shutil.copyfile(airflow_metadata, home / "airflow.db")
     (home / "dags" / "window_dag.py").write_text(DAG_FILE)
     env = {
         **os.environ,
@@ -61,7 +65,6 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> dict[str, subprocess.Comple
         "config": start(f"{AIRFLOW} config get-value iqp policy", f"{AIRFLOW} config get-value iqp resources"),
         # Serializing into the metadata DB and reading back exercises the plugin's registration.
         "dags": start(
-            f"{AIRFLOW} db migrate >/dev/null",
             f"{AIRFLOW} dags reserialize >/dev/null",
             f"{AIRFLOW} dags list -o json --columns dag_id,timetable_summary,timetable_description",
         ),

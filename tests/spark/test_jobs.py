@@ -3,16 +3,13 @@ Parquet, CSV and JSON. Batched partials plus the merge equal one Spark SQL pass;
 checked (a missing file is named, a corrupt one is named, reported and exits 3); outputs are
 atomic and idempotent.
 
-The first test runs the real `spark-submit` once per job (15-40 s each, by load); the rest call
-`main(argv)` in process on the shared session.
+They call `main(argv)` in process on the shared session; the real `spark-submit` of the same jobs
+runs in tests/integration/test_paths.py (through Airflow) and tests/spark/test_cluster.py.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -196,33 +193,6 @@ def one_pass(spark: SparkSession, landing: Landing, query: str, sales: DataFrame
     finally:
         spark.catalog.dropTempView("sales")
         spark.catalog.dropTempView("products")
-
-
-def spark_submit(script: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    cmd = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]", str(script), *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
-
-
-def test_spark_submit_partial_then_merge(request: pytest.FixtureRequest, tmp_path: Path, landing: Landing) -> None:
-    """First in this file, and the shared session is fetched only afterwards: one JVM at a time."""
-    files = landing.files["parquet"]
-    partial, result = tmp_path / "batch-0", tmp_path / "result"
-    spec = partial_spec(landing, "by_category", partial, stream_input("parquet", files))
-    (tmp_path / "partial.json").write_text(spec.to_json())
-    done = spark_submit(Path(partial_job.__file__), ["--spec", str(tmp_path / "partial.json")])
-    assert done.returncode == 0, done.stderr[-3000:]
-    merge = MergeSpec(
-        name="by_category", query=spec.query, streams=["sales"], partials=[str(partial)], output=str(result)
-    )
-    (tmp_path / "merge.json").write_text(merge.to_json())
-    done = spark_submit(Path(merge_job.__file__), ["--spec", str(tmp_path / "merge.json")])
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert json.loads((result / MARKER).read_text())["input_rows"] == {"sales": FILES * ROWS_PER_FILE}
-
-    spark = request.getfixturevalue("spark")
-    _, expected = one_pass(spark, landing, "by_category", read_sales(spark, "parquet", files))
-    assert_same(spark.read.parquet(str(result)).collect(), expected, ordered=False)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
