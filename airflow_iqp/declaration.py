@@ -94,6 +94,7 @@ class Declaration:
     tau_max: float | None = None  # dynamic: seconds one batch may hold the shared resource
     on_late: OnLate = OnLate.RECORD
     on_corrupt: OnCorrupt = OnCorrupt.FAIL
+    dag_folder: Path | None = None  # the DAG file's folder: the plan prices the queries declared beside it
 
     @property
     def name(self) -> str:
@@ -145,7 +146,8 @@ def declare(
 ) -> Declaration:
     """Check a declaration whole; the first problem found is raised as InvalidDeclaration.
 
-    `base_dir` is the DAG file's folder, against which a relative query path is resolved. A
+    `base_dir` is the DAG file's folder, against which a relative query path is resolved, and
+    where the plan task finds the queries declared beside this one (`dag_folder`). A
     fitted cost model must meet the deadline on `execution_path`, or (None) on one of the paths
     a Spark connection can pick that the file fits: which one runs is known only in the task.
     """
@@ -188,6 +190,7 @@ def declare(
         tau_max=tau_max,
         on_late=_choice(on_late, OnLate, "on_late"),
         on_corrupt=_choice(on_corrupt, OnCorrupt, "on_corrupt"),
+        dag_folder=base_dir,
     )
     if isinstance(rate, ArrivalRate) and isinstance(declaration.cost_model, Path):
         fitted = [p for p in fitted_paths(declaration.cost_model) if p in RUNS_ON]
