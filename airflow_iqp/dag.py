@@ -33,7 +33,7 @@ from airflow.sdk import DAG, Asset
 
 from airflow_iqp.constants import Mode, OnCorrupt, OnLate
 from airflow_iqp.deadlines import DeadlineDAG, window_deadline_alert
-from airflow_iqp.declaration import LEARN, ArrivalRate, declare
+from airflow_iqp.declaration import LEARN, ArrivalRate, check_work_dir, declare
 from airflow_iqp.exceptions import InvalidDeclaration, InvalidSetting
 from airflow_iqp.operators.late import LateFilesOperator
 from airflow_iqp.operators.merge import FinalMergeOperator
@@ -120,6 +120,7 @@ def intermittent_query(
         DispatchSettings.load()
     except InvalidSetting as err:
         raise InvalidDeclaration(f"Airflow config: {err}") from None
+    check_work_dir(work_dir, spark_conn_id)
     work = str(work_dir or default_work_dir())
     spark_task = {"conn_id": spark_conn_id, "retries": retries, "retry_delay": retry_delay}
     with DeadlineDAG(

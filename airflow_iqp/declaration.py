@@ -9,6 +9,7 @@ broken declaration never reaches a worker.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from datetime import timedelta
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+from urllib.parse import urlsplit
 
 from airflow_iqp.constants import ExecutionPath, Mode, OnCorrupt, OnLate
 from airflow_iqp.example_files import example_dir
@@ -24,6 +26,8 @@ from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, 
 from airflow_iqp.queries import QueryDefinition, load_query
 from airflow_iqp.results.template import OutputTemplate
 from airflow_iqp.runtime.sizing import dynamic_batching, plan_files
+from airflow_iqp.settings import LOCAL_MASTER
+from airflow_iqp.spark.paths import PATH_OF_CONN_TYPE
 from airflow_iqp.sql import Decomposition, decompose
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.streams.static import StaticInput, static_input
@@ -94,6 +98,7 @@ class Declaration:
     tau_max: float | None = None  # dynamic: seconds one batch may hold the shared resource
     on_late: OnLate = OnLate.RECORD
     on_corrupt: OnCorrupt = OnCorrupt.FAIL
+    dag_folder: Path | None = None  # the DAG file's folder: the plan prices the queries declared beside it
 
     @property
     def name(self) -> str:
@@ -145,7 +150,8 @@ def declare(
 ) -> Declaration:
     """Check a declaration whole; the first problem found is raised as InvalidDeclaration.
 
-    `base_dir` is the DAG file's folder, against which a relative query path is resolved. A
+    `base_dir` is the DAG file's folder, against which a relative query path is resolved, and
+    where the plan task finds the queries declared beside this one (`dag_folder`). A
     fitted cost model must meet the deadline on `execution_path`, or (None) on one of the paths
     a Spark connection can pick that the file fits: which one runs is known only in the task.
     """
@@ -188,6 +194,7 @@ def declare(
         tau_max=tau_max,
         on_late=_choice(on_late, OnLate, "on_late"),
         on_corrupt=_choice(on_corrupt, OnCorrupt, "on_corrupt"),
+        dag_folder=base_dir,
     )
     if isinstance(rate, ArrivalRate) and isinstance(declaration.cost_model, Path):
         fitted = [p for p in fitted_paths(declaration.cost_model) if p in RUNS_ON]
@@ -204,6 +211,56 @@ def declare(
                 raise problems[0][1]
             raise InvalidDeclaration("; ".join(f"on {path.value}: {err}" for path, err in problems))
     return declaration
+
+
+def check_work_dir(work_dir: str | Path | None, spark_conn_id: str) -> None:
+    """A Spark cluster on other machines writes the jobs' outputs under `work_dir` on its own
+    machines, and the task renames them there: it must be a directory every Airflow worker and
+    every Spark node share. Not declared, it is $AIRFLOW_HOME/iqp on each machine, so with a
+    connection that sends jobs to another machine (`remote_spark`) the declaration is refused,
+    saying what to declare. A declared `work_dir` is taken to be shared: that cannot be seen from
+    here. A connection not defined where the file is parsed is left to the task, which names it.
+    """
+    if work_dir is not None:
+        return
+    from airflow.sdk import BaseHook
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        conn = BaseHook.get_connection(spark_conn_id)
+    except AirflowNotFoundException:
+        return
+    remote = remote_spark(conn.conn_type, conn.host)
+    if remote is not None:
+        raise InvalidDeclaration(
+            f"work_dir is not declared, so job specs and partial outputs go to $AIRFLOW_HOME/iqp on whichever "
+            f"machine runs each task, but connection {spark_conn_id!r} sends the jobs to {remote}, whose "
+            "executors write there on their own machines: declare work_dir= a directory that every Airflow "
+            "worker and every Spark node mount at the same path (a shared volume, NFS)"
+        )
+
+
+def remote_spark(conn_type: str | None, host: str | None) -> str | None:
+    """The Spark master or Connect server a connection of this type sends jobs to, if it is on
+    another machine: not a `local` master, not on loopback. None for a type no IQP job runs on.
+    """
+    if conn_type not in PATH_OF_CONN_TYPE or not host or LOCAL_MASTER.fullmatch(host.strip()):
+        return None
+    address = host.strip()
+    try:
+        name = urlsplit(address if "://" in address else f"//{address}").hostname
+    except ValueError:  # e.g. several masters, spark://a:7077,b:7077
+        return address
+    return None if name is not None and _loopback(name) else address
+
+
+def _loopback(name: str) -> bool:
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _check_feasible(declaration: Declaration, rate: ArrivalRate, model: CostModel) -> None:

@@ -60,7 +60,7 @@ def get_provider_info() -> dict[str, Any]:
                         "version_added": "0.1.0",
                         "type": "float",
                         "example": "120",
-                        "default": "60",
+                        "default": "10",
                     },
                     "deadline_alerts": {
                         "description": (

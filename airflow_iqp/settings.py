@@ -36,17 +36,25 @@ def option_env(option: str) -> str:
 @dataclass(frozen=True)
 class DispatchSettings:
     """[iqp] policy (edf, llf, sjf, rr), resources (jobs the Spark cluster runs at once),
-    lease_seconds (a holder that stops heartbeating loses its resource after this long).
+    lease_seconds (a holder that stops heartbeating loses its resource after this long: short, so
+    a killed task's resource goes on within seconds; its holder renews it every `heartbeat_seconds`).
     """
 
     policy: Policy = Policy.EDF
     resources: int = 1
-    lease_seconds: float = 60.0
+    lease_seconds: float = 10.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _policy(self.policy))
         object.__setattr__(self, "resources", _resources(self.resources))
         object.__setattr__(self, "lease_seconds", _lease_seconds(self.lease_seconds))
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """How often a job's holder renews its lease: four beats a term, so a live holder may
+        miss three (a slow ledger, a busy machine) and a dead one's lease lapses within a term.
+        """
+        return self.lease_seconds / 4
 
     @classmethod
     def load(cls) -> DispatchSettings:

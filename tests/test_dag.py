@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -186,6 +187,43 @@ def test_intermittent_query_names_the_dag_and_refuses_a_bad_output(tmp_path: Pat
     assert declaration_of(dag).dag_id == "revenue"
     with pytest.raises(InvalidDeclaration, match="must be an absolute path or a URI"):
         build("results/{window_start}")
+
+
+@pytest.mark.parametrize(
+    ("connection", "where"),
+    [
+        ({"conn_type": "spark", "host": "spark://spark-master:7077"}, "spark://spark-master:7077"),
+        ({"conn_type": "spark_connect", "host": "spark-connect", "port": 15002}, "spark-connect"),
+    ],
+)
+def test_a_cluster_on_other_machines_without_a_shared_work_dir_is_refused_at_parse_time(
+    connection: dict[str, object], where: str, monkeypatch: pytest.MonkeyPatch, demo_env: Path
+) -> None:
+    """The example DAGs declare no work_dir: on a loopback Connect server they parse; on a
+    cluster whose executors run elsewhere the file is refused, saying what to declare; declared,
+    the work_dir is taken to be shared.
+    """
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark_connect", "host": "localhost"}))
+    assert load(DAGS / "iqp_q6.py").dag.dag_id == "iqp_q6"
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connection))
+    with pytest.raises(
+        InvalidDeclaration,
+        match=rf"work_dir is not declared.*sends the jobs to {where}, .*declare work_dir= a directory that every "
+        "Airflow worker and every Spark node mount at the same path",
+    ):
+        load(DAGS / "iqp_q6.py")
+    dag = intermittent_query(
+        query="q6",
+        window=timedelta(minutes=2),
+        deadline=timedelta(minutes=1),
+        streams={"lineitem": FileStream(str(demo_env / "lineitem"))},
+        output=str(demo_env / "{window_start}"),
+        start_date=datetime(2026, 1, 1, tzinfo=UTC),
+        work_dir="/shared/iqp",
+    )
+    merge = dag.get_task("final_merge")
+    assert isinstance(merge, FinalMergeOperator)
+    assert merge.work_dir == "/shared/iqp"
 
 
 def test_each_window_has_an_airflow_deadline_alert_at_its_deadline(demo_env: Path) -> None:

@@ -18,6 +18,7 @@ from airflow_iqp.declaration import (
     declare,
     dynamic_batching,
     plan_files,
+    remote_spark,
 )
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.streams.spec import FileStream
@@ -345,3 +346,26 @@ def test_a_static_declaration_has_no_min_batch(cost_model: Path) -> None:
     model = declaration.fitted_model(ExecutionPath.SPARK_SUBMIT)
     with pytest.raises(InvalidDeclaration, match="iqp_q6 is declared mode='static': it has no alpha and tau_max"):
         dynamic_batching(declaration, RATE, model)
+
+
+@pytest.mark.parametrize(
+    ("conn_type", "host", "remote"),
+    [
+        ("spark", "local[2]", None),
+        ("spark", "spark://127.0.0.1:7077", None),
+        ("spark", "spark://localhost:7077", None),
+        ("spark", "spark://spark-master:7077", "spark://spark-master:7077"),
+        ("spark", "spark://10.0.0.5:7077,10.0.0.6:7077", "spark://10.0.0.5:7077,10.0.0.6:7077"),
+        ("spark", "yarn", "yarn"),
+        ("spark_connect", "localhost", None),
+        ("spark_connect", "sc://[::1]", None),
+        ("spark_connect", "spark-connect", "spark-connect"),
+        ("spark_connect", "10.0.0.5", "10.0.0.5"),
+        ("livy", "10.0.0.5", None),
+        ("spark", None, None),
+    ],
+)
+def test_a_spark_connection_sends_jobs_to_other_machines_unless_local_or_on_loopback(
+    conn_type: str, host: str | None, remote: str | None
+) -> None:
+    assert remote_spark(conn_type, host) == remote

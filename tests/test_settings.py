@@ -41,7 +41,9 @@ def test_settings_come_from_the_iqp_config_section(monkeypatch: pytest.MonkeyPat
 @pytest.mark.usefixtures("no_iqp_config")
 def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "  ")
-    assert DispatchSettings.load() == DispatchSettings(Policy.EDF, 1, 60.0)
+    settings = DispatchSettings.load()
+    assert settings == DispatchSettings(Policy.EDF, 1, 10.0)
+    assert settings.heartbeat_seconds == 2.5, "a killed holder's lease lapses within 10 s, renewed every 2.5 s"
 
 
 @pytest.mark.parametrize(

@@ -254,7 +254,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
         keeper = LeaseKeeper(
             lease,
-            settings.lease_seconds / 4,
+            settings.heartbeat_seconds,
             on_lost=self.on_kill,
             log=self.log,
             on_beat=lambda: forecasts.keep(settings, self.log),

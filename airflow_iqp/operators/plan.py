@@ -10,10 +10,15 @@ Which plan a window gets:
 - no rate to plan with yet (rate="learn", no history): one batch once the input is final;
 - otherwise the paper's plan: static batches as late as the deadline allows (Algorithm 1), or
   MinBatch and dynamic slots. A static plan leaves room before its deadline for the longest job
-  another registered query may hold the shared resource for (the non-preemptive blocking term);
-  every plan records its demand (work per window, work after the close, longest job) in the
-  ledger, and admission tests every registered query's together: a deadline that cannot hold
-  is logged as a warning and kept in the window's plan (`admission`).
+  another query may hold the shared resource for (the non-preemptive blocking term); every plan
+  records its demand (work per window, work after the close, longest job) in the ledger, and
+  admission tests every query's together: a deadline that cannot hold is logged as a warning and
+  kept in the window's plan (`admission`).
+The queries sharing the resource are the ones declared in the DAG files beside this one's (its
+folder's files that call `intermittent_query`, run here as Airflow parses them), priced from
+their declarations with the rates and models their own plans use (`demand.shared_demands`), and
+any other whose plan recorded its demand in the ledger. So the first window of a fresh ledger is
+planned with the room every later one leaves, whichever query's `plan` runs first.
 Static batches are cut by count: batch i takes the untaken units among the window's first
 `upto` (in arrival order); the last batch takes everything left once the input is final.
 """
@@ -29,13 +34,14 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.exceptions import InputGone
+from airflow_iqp.dag_files import plan_tasks
+from airflow_iqp.exceptions import InputGone, InvalidDeclaration, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.planning.admission import admit
 from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
 from airflow_iqp.runtime.costs import planning_margin, planning_model, planning_rate
-from airflow_iqp.runtime.demand import static_plan, window_demand
+from airflow_iqp.runtime.demand import Priced, longest_jobs, shared_demands, static_plan, window_demand
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch
 from airflow_iqp.runtime.inputs import InputSpec
 from airflow_iqp.runtime.sizing import dynamic_batching, file_costs, merge_costs
@@ -61,6 +67,21 @@ class PlannedBatch:
     cost: float
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """The queries sharing the Spark resource with this one: priced from their declarations
+    (this one first), and known only by the demand their plans recorded.
+    """
+
+    priced: list[Priced]
+    recorded: list[RecurringQuery]
+
+    @property
+    def own(self) -> Priced:
+        """This query, priced."""
+        return self.priced[0]
+
+
 class PlanWindowOperator(BaseOperator):
     """Plans the run's window and returns one descriptor per batch (or dynamic slot), with the
     cost model of the execution path its jobs will run on (the type of `spark_conn_id`).
@@ -78,6 +99,7 @@ class PlanWindowOperator(BaseOperator):
         window_input = InputSpec.of(decl.streams, start, decl.window)
         path = execution_path(self.spark_conn_id)
         final_at = end + max(s.lateness for s in decl.streams.values())
+        beside = self.beside()
         with session_scope() as session:
             self.register(session)
             model = planning_model(session, decl, path)
@@ -91,9 +113,9 @@ class PlanWindowOperator(BaseOperator):
             elif rate is None:
                 how, batches = "no rate learned yet: one batch once the input is final", self.one_batch(end - start)
             elif decl.mode is Mode.DYNAMIC:
-                return self.open_slots(session, context, window_input, rate, model)
+                return self.open_slots(session, context, window_input, self.sharing(session, rate, model, beside))
             else:
-                how, batches, admission, room = self.planned(session, rate, model)
+                how, batches, admission, room = self.planned(session, self.sharing(session, rate, model, beside))
             window_id = self.record(session, context, batches, how, rate, model, backfill, admission, room)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
         return [
@@ -147,16 +169,49 @@ class PlanWindowOperator(BaseOperator):
         end = window.total_seconds()
         return [PlannedBatch(index, None, end, end, 0.0)]
 
-    def planned(
-        self, session: Session, rate: ArrivalRate, model: CostModel
-    ) -> tuple[str, list[PlannedBatch], str, float]:
-        """The paper's static plan at `rate`, in units of the window, leaving room for the longest
-        job another registered query may hold the shared resource for; admission's verdict; and
-        that room (seconds).
+    def beside(self) -> list[PlanWindowOperator]:
+        """The plan tasks of the other IQP DAGs declared in the files of this DAG file's folder
+        that call `intermittent_query`; a file that fails to parse is logged and left out.
         """
-        others = {q.name: q.longest_job for q in store.demands(session)}
-        planned, room, blocker = static_plan(self.declaration, rate, model, others)
-        admission = self.admit(session, window_demand(self.declaration, rate, model, room))
+        folder = self.declaration.dag_folder
+        found: dict[str, PlanWindowOperator] = {}
+        for path in sorted(folder.glob("*.py")) if folder is not None else []:
+            try:
+                if "intermittent_query" in path.read_text(errors="replace"):
+                    found.update(plan_tasks(path))
+            except Exception as err:  # another DAG's broken file must not stop this window's plan
+                self.log.warning("%s left out of the queries sharing the resource: %s", path, err)
+        return [task for dag_id, task in found.items() if dag_id != self.declaration.dag_id]
+
+    def sharing(
+        self, session: Session, rate: ArrivalRate, model: CostModel, beside: list[PlanWindowOperator]
+    ) -> Sharing:
+        """This query and the ones declared beside it, priced with the rate and model their own
+        plans use (those without both yet have no price and are left out), and the recorded
+        demands of the other queries.
+        """
+        priced = [Priced(self.declaration, rate, model)]
+        for task in beside:
+            other = task.declaration
+            try:
+                other_model = planning_model(session, other, execution_path(task.spark_conn_id))
+            except (InvalidDeclaration, InvalidSetting) as err:
+                self.log.warning("%s left out of the queries sharing the resource: %s", other.dag_id, err)
+                continue
+            other_rate = planning_rate(session, other)
+            if other_model is not None and other_rate is not None:
+                priced.append(Priced(other, other_rate, other_model))
+        names = {p.declaration.dag_id for p in priced}
+        return Sharing(priced, [q for q in store.demands(session) if q.name not in names])
+
+    def planned(self, session: Session, sharing: Sharing) -> tuple[str, list[PlannedBatch], str, float]:
+        """The paper's static plan, in units of the window, leaving room for the longest job
+        another query may hold the shared resource for; admission's verdict; and that room (seconds).
+        """
+        rate, model = sharing.own.rate, sharing.own.model
+        longest = longest_jobs(sharing.priced, sharing.recorded)
+        planned, room, blocker = static_plan(self.declaration, rate, model, longest)
+        admission = self.admit(session, window_demand(self.declaration, rate, model, room), sharing)
         plan = planned.plan
         if not plan.feasible:
             self.log.warning("%s; running the earliest feasible plan", plan.reason)
@@ -170,12 +225,12 @@ class PlanWindowOperator(BaseOperator):
             how += f", {room:.1f} s left for {blocker}'s longest job"
         return how, batches, admission, room
 
-    def admit(self, session: Session, demand: RecurringQuery) -> str:
-        """Record the query's demand and test every registered query's together (admission):
+    def admit(self, session: Session, demand: RecurringQuery, sharing: Sharing) -> str:
+        """Record the query's demand and test every sharing query's together (admission):
         a deadline that cannot hold is logged as a warning, naming the query and the shortfall.
         """
         store.record_demand(session, demand)
-        queries = store.demands(session)
+        queries = shared_demands(sharing.priced, sharing.recorded)
         verdict = admit(queries)
         miss = verdict.first_miss
         if miss is None:
@@ -262,14 +317,15 @@ class PlanWindowOperator(BaseOperator):
         )
 
     def open_slots(
-        self, session: Session, context: Context, window_input: InputSpec, rate: ArrivalRate, model: CostModel
+        self, session: Session, context: Context, window_input: InputSpec, sharing: Sharing
     ) -> list[dict[str, Any]]:
         """Dynamic mode: no batches in advance, only MinBatch and the slots that will cut them."""
         decl = self.declaration
         start, end = run_window(context)
+        rate, model = sharing.own.rate, sharing.own.model
         batching = dynamic_batching(decl, rate, model)
         alpha, tau_max = decl.dynamic_limits()
-        admission = self.admit(session, window_demand(decl, rate, model))
+        admission = self.admit(session, window_demand(decl, rate, model), sharing)
         always, extra_merge = merge_costs(model)
         window_id = store.record_plan(
             session,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import CostSource
 from airflow_iqp.declaration import EXAMPLE_COST_MODELS, ArrivalRate
+from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.learning import LearnedCost, NotEnoughObservations, Spread, fit_cost, learned_rate
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
@@ -97,8 +98,13 @@ def planning_margin(session: Session, declaration: Declaration, path: ExecutionP
 
 
 def stored_model(session: Session, dag_id: str, path: ExecutionPath) -> LearnedCost | None:
-    """The DAG's newest learned model on `path` as `observe` stored it, or None before the first fit."""
-    document = store.latest_cost_model(session, dag_id, path)
+    """The DAG's newest learned model on `path` as `observe` stored it, or None before the first
+    fit (or before its first plan registered the DAG: another DAG's plan may price it).
+    """
+    try:
+        document = store.latest_cost_model(session, dag_id, path)
+    except LedgerLookupError:
+        return None
     return None if document is None else LearnedCost.from_dict(document)
 
 
@@ -106,7 +112,10 @@ def planning_rate(session: Session, declaration: Declaration) -> ArrivalRate | N
     """The rate to plan with: declared, else learned from the last windows (None: no history)."""
     if isinstance(declaration.rate, ArrivalRate):
         return declaration.rate
-    learned = learned_rate(store.window_inputs(session, declaration.dag_id))
+    try:
+        learned = learned_rate(store.window_inputs(session, declaration.dag_id))
+    except LedgerLookupError:  # not registered yet: no history
+        return None
     return None if learned is None else ArrivalRate(learned.files_per_second, learned.rows_per_file)
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
 
@@ -14,12 +16,14 @@ import pytest
 from airflow.sdk.api.datamodels._generated import DagRunType
 
 from airflow_iqp.constants import ExecutionPath, Mode
+from airflow_iqp.dag_files import plan_tasks
 from airflow_iqp.declaration import LEARN, ArrivalRate, declare
 from airflow_iqp.exceptions import InputGone, InvalidSetting
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.plan import PlanWindowOperator
 from airflow_iqp.planning.admission import admit
 from airflow_iqp.queries import EXAMPLE_QUERIES
+from airflow_iqp.runtime.costs import prior_model
 from airflow_iqp.runtime.demand import window_demand
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
@@ -28,12 +32,11 @@ from airflow_iqp.streams.assign import window_start
 from airflow_iqp.streams.spec import FileStream
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from airflow.sdk import Context
 
     from airflow_iqp.declaration import Declaration
 
+DAGS = Path(__file__).resolve().parents[2] / "dags"  # the example DAG files
 WINDOW = timedelta(seconds=20)
 PAST = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 RATE = ArrivalRate(files_per_second=2, rows_per_file=430)
@@ -78,16 +81,27 @@ def declaration(tmp_path: Path, **overrides: Any) -> Declaration:
 def plan(
     decl: Declaration, start: datetime, run_id: str = "scheduled__w", run_type: DagRunType = DagRunType.SCHEDULED
 ) -> list[dict[str, Any]]:
+    task = PlanWindowOperator(task_id="plan", declaration=decl, spark_conn_id="iqp_spark")
+    return run_plan(task, start, run_id, run_type)
+
+
+def run_plan(
+    task: PlanWindowOperator,
+    start: datetime,
+    run_id: str = "scheduled__w",
+    run_type: DagRunType = DagRunType.SCHEDULED,
+) -> list[dict[str, Any]]:
+    """The plan task run for the window that opens at `start`."""
     context = cast(
         "Context",
         {
             "data_interval_start": start,
-            "data_interval_end": start + WINDOW,
+            "data_interval_end": start + task.declaration.window,
             "run_id": run_id,
             "dag_run": SimpleNamespace(run_type=run_type),
         },
     )
-    return PlanWindowOperator(task_id="plan", declaration=decl, spark_conn_id="iqp_spark").execute(context)
+    return task.execute(context)
 
 
 def land(directory: Path, count: int, start: datetime) -> list[Path]:
@@ -321,3 +335,49 @@ def test_planning_a_window_tests_admission_and_records_a_deadline_that_cannot_ho
     text = recorded(url, other, start).plan.admission
     assert text is not None
     assert text.startswith(f"iqp_q6 misses a deadline by {-verdict.first_miss.slack:.1f} s")
+
+
+def test_the_first_window_of_a_fresh_ledger_leaves_the_room_the_next_one_does(
+    tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The three example DAG files in one DAG folder, a fresh ledger: q6's first window is
+    planned before q1 and q14 have planned anything, and still leaves room for the longest job
+    either may hold the resource for (the queries declared beside it, priced from their
+    declarations with their priors); its next window, once all three recorded their demands,
+    leaves the same room, and admission says the same of both.
+    """
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    for example in DAGS.glob("iqp_*.py"):
+        shutil.copy(example, dags)
+    for name in ("LANDING", "STATIC", "RESULTS"):
+        monkeypatch.setenv(f"IQP_{name}", str(tmp_path / name.lower()))
+    connect = {"conn_type": "spark_connect", "host": "localhost", "port": 15002}
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connect))
+    tasks = {dag_id: task for path in sorted(dags.glob("*.py")) for dag_id, task in plan_tasks(path).items()}
+    assert set(tasks) == {"iqp_q1", "iqp_q6", "iqp_q14"}
+    q6 = tasks["iqp_q6"].declaration
+    first = window_start(datetime.now(UTC) + timedelta(days=1), q6.window, ORIGIN)
+
+    run_plan(tasks["iqp_q6"], first)
+    with session_scope(url) as s:
+        assert [q.name for q in store.demands(s)] == ["iqp_q6"], "q6 planned first, on a fresh ledger"
+    run_plan(tasks["iqp_q1"], first)
+    run_plan(tasks["iqp_q14"], first)
+    run_plan(tasks["iqp_q6"], first + q6.window)
+
+    planned, next_one = recorded(url, q6, first).plan, recorded(url, q6, first + q6.window).plan
+    others = [tasks[dag_id].declaration for dag_id in ("iqp_q1", "iqp_q14")]
+    alone = {
+        d.dag_id: window_demand(d, d.rate, prior).longest_job
+        for d in others
+        if isinstance(d.rate, ArrivalRate) and (prior := prior_model(d, ExecutionPath.SPARK_CONNECT)) is not None
+    }
+    assert max(alone.values()) > 0
+    assert planned.blocking == pytest.approx(max(alone.values()))
+    assert f"left for {max(alone, key=alone.__getitem__)}'s longest job" in planned.how
+    assert (planned.how, planned.blocking, planned.admission) == (next_one.how, next_one.blocking, next_one.admission)
+    with session_scope(url) as s:
+        assert [q.name for q in store.demands(s)] == ["iqp_q1", "iqp_q14", "iqp_q6"]
+    assert planned.admission is not None
+    assert "3 queries" in planned.admission

@@ -1,11 +1,17 @@
 """The lease keeper on a real SQLite ledger: it extends the lease while the job runs, calls back
 at each beat, kills the job if the lease went to someone else (or cannot be renewed before it
-runs out), and a job's confirmation before its commit fails once the lease is gone."""
+runs out), and a job's confirmation before its commit fails once the lease is gone. A holder
+killed with SIGKILL loses its resource within one lease term, and cannot commit after."""
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -16,6 +22,7 @@ from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime.lease import LeaseKeeper, tag
+from airflow_iqp.settings import DispatchSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -127,3 +134,69 @@ def test_a_job_is_refused_its_commit_once_the_lease_went(url: str) -> None:
     keeper = LeaseKeeper(stale_lease(url), every=60, on_lost=lambda: None, log=LOG)
     with pytest.raises(LeaseLostError, match="nothing was committed"):
         keeper.confirm()
+
+
+HOLDER = """
+import logging, os, sys
+from datetime import datetime
+from airflow_iqp.ledger.dispatch import Lease
+from airflow_iqp.runtime.lease import LeaseKeeper
+
+request, resource, fence, expires, every = sys.argv[1:]
+lease = Lease(int(request), int(resource), int(fence), datetime.fromisoformat(expires))
+keeper = LeaseKeeper(lease, float(every), on_lost=lambda: os._exit(3), log=logging.getLogger("holder"),
+                     on_beat=lambda: print("beat", flush=True))
+keeper.start()
+keeper.join()
+"""
+
+
+def test_a_killed_holders_lease_lapses_within_a_term_and_the_next_request_is_granted(url: str) -> None:
+    """A process holds the lease, its keeper heartbeating it past its first term; SIGKILL, and a
+    waiting request (a grant tried every 0.2 s, as the waiting tasks' triggers do every second) gets
+    the resource within one term of the last beat, with the next fence: the dead holder's lease
+    can no longer be confirmed, so nothing it left could be committed.
+    """
+    settings = DispatchSettings(lease_seconds=5)
+    lease = grant_one(url, settings.lease_seconds, datetime.now(UTC))
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            HOLDER,
+            *map(str, (lease.request, lease.resource, lease.fence)),
+            lease.expires.isoformat(),
+            str(settings.heartbeat_seconds),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"AIRFLOW_CONN_IQP_DEFAULT": url},
+    )
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "beat\n", "the holder never renewed its lease"
+        now = datetime.now(UTC)
+        with session_scope(url) as s:
+            queue_partial(s, "q6", now, now + timedelta(seconds=90), settings.lease_seconds, now)
+        time.sleep(max(0.0, (lease.expires - datetime.now(UTC)).total_seconds()) + 0.5)
+        with session_scope(url) as s:
+            assert dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC)) == []
+            assert dispatch.status(s, lease.request).lease is not None, "renewed past its first term"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    killed = time.monotonic()
+    granted: list[dispatch.Lease] = []
+    while not granted and time.monotonic() - killed < 3 * settings.lease_seconds:
+        time.sleep(0.2)
+        with session_scope(url) as s:
+            granted = dispatch.grant(s, policy=Policy.EDF, resources=1, now=datetime.now(UTC))
+    recovered = time.monotonic() - killed
+    print(f"next grant {recovered:.1f} s after the holder was killed (lease {settings.lease_seconds:g} s)")
+    assert granted, f"no grant within {3 * settings.lease_seconds:g} s of the kill"
+    [taken] = granted
+    assert taken.request != lease.request
+    assert taken.fence == lease.fence + 1
+    assert recovered <= settings.lease_seconds + 2, "within a term of the last beat, and a look or two (a busy machine)"
+    with session_scope(url) as s:
+        assert dispatch.confirm(s, lease, datetime.now(UTC)) is None
