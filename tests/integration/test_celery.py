@@ -4,8 +4,9 @@ tests/topology.py runs Airflow as a multi-host deployment would, on this machine
 CeleryExecutor (Redis), two Celery workers, two schedulers, DAG processor, triggerer and API
 server, metadata and ledger on the session's PostgreSQL; every job on the session's Spark Connect
 server (one resource). TPC-H Q6, Q14 and Q1 (the packaged queries, two dynamic, one static) each
-run one 30 s window while the replayer lands lineitem files. Checked: the jobs of one window ran
-on both workers (Airflow's task instances name their worker), every file of every window in
+run one 30 s window while the replayer lands lineitem files. Checked: the tasks of one window ran
+on both workers (Airflow's task instances name their worker) and every Spark job on one of them,
+every file of every window in
 exactly one committed batch, every result equal to one Spark SQL pass, at most one job on the
 resource at any time and each grant to the request the policy ranked first (the ledger's
 grants), every deadline met.
