@@ -6,10 +6,9 @@ server, metadata and ledger on the session's PostgreSQL; every job on the sessio
 server (one resource). TPC-H Q6, Q14 and Q1 (the packaged queries, two dynamic, one static) each
 run one 30 s window while the replayer lands lineitem files. Checked: the tasks of one window ran
 on both workers (Airflow's task instances name their worker) and every Spark job on one of them,
-every file of every window in
-exactly one committed batch, every result equal to one Spark SQL pass, at most one job on the
-resource at any time and each grant to the request the policy ranked first (the ledger's
-grants), every deadline met.
+every file of every window in exactly one committed batch, every result equal to one Spark SQL
+pass, at most one job on the resource at any time and each grant to the request the policy ranked
+first (the ledger's grants), every deadline met.
 """
 
 from __future__ import annotations
