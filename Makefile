@@ -25,6 +25,7 @@ lint: setup
 # pytest exits 5 when a selection is empty: that fails too.
 test: lint
 	bash scripts/ensure_postgres.sh
+	bash scripts/ensure_redis.sh
 	bash scripts/ensure_chromium.sh
 	$(UV) run --locked pytest -m "not heavy" -n 2
 	$(UV) run --locked pytest -m heavy

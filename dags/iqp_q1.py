@@ -2,7 +2,8 @@
 240 s after each.
 
 Copy this file to declare your own query (see dags/iqp_q6.py for what each argument means).
-`make demo` sets IQP_LANDING, IQP_RESULTS and the rate through the environment.
+`make demo` (and docker/, with IQP_WORK_DIR on its shared volume) sets
+IQP_LANDING, IQP_RESULTS and the rate through the environment.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ dag = intermittent_query(
         files_per_second=float(os.environ.get("IQP_FILES_PER_SECOND", "2")),
         rows_per_file=float(os.environ.get("IQP_ROWS_PER_FILE", "4300")),
     ),
+    work_dir=os.environ.get("IQP_WORK_DIR"),  # on a cluster: a directory every worker and Spark node share
     cost_model="learn",  # the packaged model of q1 is the prior: see dags/iqp_q6.py
     start_date=datetime.fromisoformat(os.environ.get("IQP_FIRST_WINDOW", "2026-01-01T00:00:00+00:00")),
     end_date=datetime.fromisoformat(last_window) if last_window else None,

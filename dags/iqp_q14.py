@@ -8,7 +8,8 @@ overhead is under a second, that is about five batches a demo window; on spark-s
 ~15 s a job, one.
 
 Copy this file to declare your own query (see dags/iqp_q6.py for what each argument means).
-`make demo` sets IQP_LANDING, IQP_STATIC, IQP_RESULTS and the rate through the environment.
+`make demo` (and docker/, with IQP_WORK_DIR on its shared volume) sets
+IQP_LANDING, IQP_STATIC, IQP_RESULTS and the rate through the environment.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ dag = intermittent_query(
         files_per_second=float(os.environ.get("IQP_FILES_PER_SECOND", "2")),
         rows_per_file=float(os.environ.get("IQP_ROWS_PER_FILE", "4300")),
     ),
+    work_dir=os.environ.get("IQP_WORK_DIR"),  # on a cluster: a directory every worker and Spark node share
     cost_model="learn",  # the packaged model of q14 is the prior: see dags/iqp_q6.py
     mode="dynamic",
     alpha=0.1,

@@ -35,6 +35,7 @@ dag = intermittent_query(
         files_per_second=float(os.environ.get("IQP_FILES_PER_SECOND", "2")),
         rows_per_file=float(os.environ.get("IQP_ROWS_PER_FILE", "4300")),
     ),
+    work_dir=os.environ.get("IQP_WORK_DIR"),  # on a cluster: a directory every worker and Spark node share
     cost_model="learn",
     start_date=datetime.fromisoformat(os.environ.get("IQP_FIRST_WINDOW", "2026-01-01T00:00:00+00:00")),
     end_date=datetime.fromisoformat(last_window) if last_window else None,

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from tests import topology
+
 if TYPE_CHECKING:
     import pytest
 
@@ -32,7 +34,7 @@ def test_dockerfile_copies_what_exists() -> None:
 def test_every_airflow_service_shares_connections_and_the_data_volume() -> None:
     services = compose()["services"]
     airflow = [name for name in services if name.startswith("airflow-")]
-    assert {"airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer"} <= set(airflow)
+    assert {f"airflow-{name}" for name in topology.services()} <= set(airflow)
     for name in airflow:
         env = services[name]["environment"]
         spark = json.loads(env["AIRFLOW_CONN_IQP_SPARK"])
@@ -58,13 +60,13 @@ def test_the_spark_connect_service_serves_the_standalone_master_on_the_connectio
     assert args.no_token
     assert args.bind == "0.0.0.0"  # the container's interfaces, inside the compose network
     assert args.master == "spark://spark-master:7077"
-    airflow = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_IQP_SPARK"])
+    airflow = json.loads(services["airflow-worker-1"]["environment"]["AIRFLOW_CONN_IQP_SPARK"])
     assert (service["hostname"], args.port) == (airflow["host"], airflow["port"])
     assert "spark-master" in service["depends_on"]
 
 
 def test_ledger_database_is_created_and_separate_from_airflows() -> None:
-    env = compose()["services"]["airflow-scheduler"]["environment"]
+    env = compose()["services"]["airflow-scheduler-1"]["environment"]
     ledger = json.loads(env["AIRFLOW_CONN_IQP_DEFAULT"])["host"]
     ledger_db = ledger.rsplit("/", 1)[1]
     assert ledger_db != env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].rsplit("/", 1)[1]
@@ -88,8 +90,9 @@ def test_every_spark_service_and_connection_names_the_same_master() -> None:
     for worker in ("spark-worker-1", "spark-worker-2"):
         assert services[worker]["command"].split()[-1] == MASTER
     assert f"--master {MASTER}" in services["spark-connect"]["command"]
-    submit = json.loads(services["airflow-scheduler"]["environment"]["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
-    assert (submit["conn_type"], submit["host"]) == ("spark", MASTER)
+    for worker in topology.WORKERS:
+        submit = json.loads(services[f"airflow-{worker}"]["environment"]["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
+        assert (submit["conn_type"], submit["host"]) == ("spark", MASTER)
 
 
 def test_no_driver_is_put_on_loopback_and_each_is_called_back_by_its_services_name(
@@ -108,15 +111,68 @@ def test_no_driver_is_put_on_loopback_and_each_is_called_back_by_its_services_na
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)
     monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
 
-    env = services["airflow-scheduler"]["environment"]
-    assert env["AIRFLOW__CORE__EXECUTOR"] == "LocalExecutor"  # tasks, so spark-submit drivers, run in the scheduler
-    submit = json.loads(env["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
-    driver = driver_address(submit["host"], submit["extra"])
-    assert driver.env == {}
-    assert driver.conf == {"spark.driver.host": "airflow-scheduler"}
+    for worker in topology.WORKERS:  # tasks, so spark-submit drivers, run on the Celery workers
+        service = services[f"airflow-{worker}"]
+        assert service["environment"]["AIRFLOW__CORE__EXECUTOR"] == "CeleryExecutor"
+        submit = json.loads(service["environment"]["AIRFLOW_CONN_IQP_SPARK_SUBMIT"])
+        driver = driver_address(submit["host"], submit["extra"])
+        assert driver.env == {}
+        assert driver.conf == {"spark.driver.host": service["hostname"]}
 
     connect = services["spark-connect"]
     monkeypatch.setenv("SPARK_DRIVER_HOST", connect["environment"]["SPARK_DRIVER_HOST"])
     args = command(15002, MASTER, "0.0.0.0", "2g")
     confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
     assert confs["spark.driver.host"] == connect["hostname"] == "spark-connect"
+
+
+def test_the_compose_file_runs_the_native_topologys_airflow_services() -> None:
+    """tests/topology.py (the Celery test's Airflow) and docker/ run the same services, each with
+    the same command: two schedulers, two Celery workers by the same names, one of each other."""
+    services = compose()["services"]
+    native = topology.services()
+    running = {name for name, s in services.items() if name.startswith("airflow-") and "profiles" not in s}
+    assert running - {"airflow-init"} == {f"airflow-{name}" for name in native}
+    for name, args in native.items():
+        assert services[f"airflow-{name}"]["command"].split() == ["airflow", *args], name
+    schedulers = [name for name in native if native[name] == ["scheduler"]]
+    assert len(schedulers) == topology.SCHEDULERS == 2
+    for worker in topology.WORKERS:  # Celery's name for the worker, and Airflow's (its container's)
+        assert f"{worker}@%h" in native[worker]
+        assert services[f"airflow-{worker}"]["hostname"] == f"airflow-{worker}"
+
+
+def test_the_executor_and_its_broker_are_the_native_ones() -> None:
+    """The CeleryExecutor on both, its broker Debian's redis-server (ensure_redis.sh here, the
+    image's apt-get there), which every Airflow service waits for."""
+    services = compose()["services"]
+    for name, service in services.items():
+        if name.startswith("airflow-"):
+            env = service["environment"]
+            assert env["AIRFLOW__CORE__EXECUTOR"] == topology.EXECUTOR, name
+            assert env["AIRFLOW__CELERY__BROKER_URL"] == "redis://redis:6379/0", name
+    assert services["airflow-init"]["depends_on"]["redis"] == {"condition": "service_healthy"}
+    assert services["redis"]["command"].split()[0] == "redis-server"
+    apt = next(line for line in (DOCKER / "Dockerfile").read_text().splitlines() if "apt-get install" in line)
+    assert "redis-server" in apt.split()
+    assert "apt-get install -y -qq redis-server" in (DOCKER.parent / "scripts" / "ensure_redis.sh").read_text()
+
+
+def test_the_example_dags_parse_with_the_compose_environment_and_work_on_the_shared_volume() -> None:
+    """The compose file's Spark is on other machines: a DAG without a shared work_dir would be
+    refused at parse time (declaration.check_work_dir), so the compose file names one on `/data`."""
+    from airflow_iqp.demo.examples import Example, load_examples
+
+    env = {  # what the DAG files and the check read: no database of the compose network is reachable here
+        k: str(v)
+        for k, v in compose()["services"]["airflow-scheduler-1"]["environment"].items()
+        if k.startswith(("IQP_", "AIRFLOW_CONN_"))
+    }
+    examples = load_examples(DOCKER.parent / "dags", env)
+    assert env["IQP_WORK_DIR"].startswith("/data/")
+    assert examples
+    for path, found in examples.items():
+        assert isinstance(found, Example), f"{path.name}: {found}"
+    without = {k: v for k, v in env.items() if k != "IQP_WORK_DIR"}
+    refused = load_examples(DOCKER.parent / "dags", without)
+    assert all("declare work_dir" in str(found) for found in refused.values()), refused
