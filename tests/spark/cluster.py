@@ -92,8 +92,10 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 @contextmanager
-def standalone_cluster(logs: Path, timeout: float = 90.0) -> Iterator[Cluster]:
-    """A master and WORKERS workers on loopback, returned once every worker is registered."""
+def standalone_cluster(logs: Path, timeout: float = 90.0, worker_cores: int = 1) -> Iterator[Cluster]:
+    """A master and WORKERS workers on loopback, each offering `worker_cores` cores (as many as
+    it declares, whatever the machine has), returned once every worker is registered.
+    """
     logs.mkdir(parents=True, exist_ok=True)
     port, ui_port = free_port(), free_port()
     cluster = Cluster(f"spark://{LOOPBACK}:{port}", ui_port, logs)
@@ -113,7 +115,7 @@ def standalone_cluster(logs: Path, timeout: float = 90.0) -> Iterator[Cluster]:
                         "--host",
                         LOOPBACK,
                         "--cores",
-                        "1",
+                        str(worker_cores),
                         "--memory",
                         WORKER_MEMORY,
                         "--webui-port",
