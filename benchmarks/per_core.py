@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -94,12 +93,6 @@ def submit(
     return seconds, float(stamps["work"]), str(stamps["app"])
 
 
-def granted(cluster: Cluster, app: str) -> int:
-    """The cores the workers' executors of `app` were launched with (their command's --cores)."""
-    logs = list(cluster.logs.glob(f"worker-*/{app}/*/stderr"))
-    return sum(int(m) for log in logs for m in re.findall(r"--cores\W+(\d+)", log.read_text())[:1])
-
-
 def spread(seconds: list[float]) -> str:
     """The mean and every run."""
     return f"{statistics.fmean(seconds):6.2f} ({' '.join(f'{s:.2f}' for s in seconds)})"
@@ -141,7 +134,7 @@ def measure(
                 output = work / f"run-{r}-{size}-{cores}"
                 spec = spec_file(source.partial_spec(range(size), output))
                 launch_to_exit, working, app = submit(cluster, cores, args.worker_cores, spec, env)
-                if (got := granted(cluster, app)) != cores:
+                if (got := cluster.executor_cores(app)) != cores:
                     raise RuntimeError(f"{app} asked for spark.cores.max={cores}; its executors got {got} cores")
                 rows = input_rows(output)
                 process.append(CoreRun(cores, rows, launch_to_exit))

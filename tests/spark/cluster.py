@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -54,6 +55,11 @@ class Cluster:
     def completed_apps(self) -> list[dict[str, Any]]:
         """Applications that registered with the master and ended."""
         return list(self.state()["completedapps"])
+
+    def executor_cores(self, app: str) -> int:
+        """The cores the workers launched `app`'s executors with (each executor command's --cores)."""
+        logs = self.logs.glob(f"worker-*/{app}/*/stderr")
+        return sum(int(m) for log in logs for m in re.findall(r"--cores\W+(\d+)", log.read_text())[:1])
 
 
 def environment() -> dict[str, str]:
