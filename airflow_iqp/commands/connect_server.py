@@ -13,9 +13,9 @@ set it as `iqp_spark` (e.g. `AIRFLOW_CONN_IQP_SPARK='{...}'`) and the DAGs' jobs
 
 from __future__ import annotations
 
+import argparse
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from airflow_iqp.spark.connect_server import (
     DEFAULT_MASTER,
@@ -27,9 +27,6 @@ from airflow_iqp.spark.connect_server import (
     status,
     stop,
 )
-
-if TYPE_CHECKING:
-    import argparse
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,6 +42,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--no-token", action="store_true", help="accept clients without a token (a private network only)")
     up.add_argument("--bind", default=LOOPBACK, help=f"address to listen on (default {LOOPBACK}: this machine only)")
     up.add_argument("--driver-memory", default="2g", help="the server's JVM heap (default 2g)")
+    up.add_argument(
+        "--cores",
+        type=_bounds,
+        metavar="MIN,MAX",
+        help="a cluster's executors scale with the jobs between MIN and MAX one-core executors (Spark dynamic "
+        "allocation): the capacity plan's open-phase cores and its peak (`iqp check --capacity`)",
+    )
     up.add_argument("--foreground", action="store_true", help="run the server in this process (containers)")
     up.add_argument("--state-dir", **state)  # type: ignore[arg-type]  # argparse's kwargs are not typed per key
     up.set_defaults(func=_start)
@@ -55,12 +59,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub.set_defaults(func=func)
 
 
+def _bounds(value: str) -> tuple[int, int]:
+    """`MIN,MAX` as two whole numbers."""
+    least, _, most = value.partition(",")
+    try:
+        return int(least), int(most)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected MIN,MAX (two whole numbers), got {value!r}") from None
+
+
 def _start(args: argparse.Namespace) -> int:
     if args.no_token and args.token:
         raise ValueError("--token and --no-token exclude each other")
     if args.foreground:
         run_foreground(
-            port=args.port, master=args.master, bind=args.bind, driver_memory=args.driver_memory, token=args.token
+            port=args.port,
+            master=args.master,
+            bind=args.bind,
+            driver_memory=args.driver_memory,
+            token=args.token,
+            cores=args.cores,
         )
     state_dir = args.state_dir or default_state_dir()
     server = start(
@@ -71,6 +89,7 @@ def _start(args: argparse.Namespace) -> int:
         authenticate=not args.no_token,
         bind=args.bind,
         driver_memory=args.driver_memory,
+        cores=args.cores,
     )
     print(f"Spark Connect server running: pid {server.pid}, {server.url}, master {server.master}, log {server.log}")
     print(f"AIRFLOW_CONN_IQP_SPARK='{json.dumps(server.connection())}'")

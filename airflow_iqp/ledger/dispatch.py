@@ -14,13 +14,17 @@ Under EDF and LLF on one resource a grant may insert idle time (`dynamic.dispatc
 a request whose job would make a static batch of an earlier deadline, about to be released,
 miss that deadline is passed over while it has the laxity to go after it; the grant records why
 on the request (`held`) and in the log, and `would_grant` answers the same.
+
+A grant gives its job cores, not just a slot: `grant(cores=...)` (the capacity plan's count
+when one is given) is kept on the request and carried by the lease, and the job runs on that
+many (`spark.submit`); with none, the Spark connection's default applies.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
@@ -62,12 +66,15 @@ class _Free(NamedTuple):
 
 @dataclass(frozen=True)
 class Lease:
-    """The right to run one job on `resource`, as long as `fence` is still the resource's."""
+    """The right to run one job on `resource`, as long as `fence` is still the resource's, on
+    `cores` cores (None: as many as the Spark connection gives by default).
+    """
 
     request: int
     resource: int
     fence: int
     expires: datetime
+    cores: int | None = None
 
 
 @dataclass(frozen=True)
@@ -125,9 +132,13 @@ def register(
         return found.id if found is not None and (found.slot, found.kind) == (slot, kind) else None
 
 
-def grant(session: Session, *, policy: str, resources: int, now: datetime) -> list[Lease]:
-    """Hand every free (or expired) resource to the best waiting request; returns the grants."""
+def grant(session: Session, *, policy: str, resources: int, now: datetime, cores: int | None = None) -> list[Lease]:
+    """Hand every free (or expired) resource to the best waiting request, each with `cores`
+    cores (None: the connection's default); returns the grants.
+    """
     chosen = check_policy(policy)
+    if cores is not None:
+        whole_number(cores, "cores", minimum=1)
     _ensure_resources(session, resources)
     free, ranked, held = _choices(session, chosen, resources, now)
     for hold in held:
@@ -141,7 +152,7 @@ def grant(session: Session, *, policy: str, resources: int, now: datetime) -> li
     for resource in free:
         while ranked:
             candidate = ranked.pop(0)
-            taken = _take(session, chosen, resource, candidate, ranked, now)
+            taken = _take(session, chosen, resource, candidate, ranked, now, cores)
             if isinstance(taken, Lease):
                 leases.append(taken)
                 break
@@ -213,7 +224,7 @@ def _extend(session: Session, lease: Lease, now: datetime, *also: ColumnElement[
     expires = now + timedelta(seconds=seconds)
     held = (Resource.id == lease.resource, Resource.fence == lease.fence, Resource.holder_id == lease.request)
     moved = _changed(session, update(Resource).where(*held, *also).values(lease_expires=expires))
-    return Lease(lease.request, lease.resource, lease.fence, expires) if moved else None
+    return replace(lease, expires=expires) if moved else None
 
 
 def release(session: Session, lease: Lease, now: datetime) -> bool:
@@ -235,16 +246,22 @@ def release(session: Session, lease: Lease, now: datetime) -> bool:
 def status(session: Session, request_id: int) -> RequestStatus:
     """Where a request stands; LedgerLookupError if the ledger has no such request."""
     row = session.execute(
-        select(DispatchRequest.state, DispatchRequest.resource_id, DispatchRequest.fence, Resource.lease_expires)
+        select(
+            DispatchRequest.state,
+            DispatchRequest.resource_id,
+            DispatchRequest.fence,
+            Resource.lease_expires,
+            DispatchRequest.cores,
+        )
         .outerjoin(Resource, Resource.id == DispatchRequest.resource_id)
         .where(DispatchRequest.id == request_id)
     ).one_or_none()
     if row is None:
         raise LedgerLookupError("dispatch request", request_id)
-    state, resource, fence, expires = row
+    state, resource, fence, expires, cores = row
     lease = None
     if state == RequestState.GRANTED and resource is not None and fence is not None and expires is not None:
-        lease = Lease(request_id, resource, fence, expires)
+        lease = Lease(request_id, resource, fence, expires, cores)
     return RequestStatus(request_id, RequestState(state), lease)
 
 
@@ -326,7 +343,13 @@ def _held(session: Session, ranked: list[Candidate], now: datetime) -> list[Idle
 
 
 def _take(
-    session: Session, policy: Policy, resource: _Free, chosen: Candidate, others: list[Candidate], now: datetime
+    session: Session,
+    policy: Policy,
+    resource: _Free,
+    chosen: Candidate,
+    others: list[Candidate],
+    now: datetime,
+    cores: int | None,
 ) -> Lease | Lost:
     """Move `resource` to `chosen` in a savepoint; on a lost race nothing changes and the
     answer says which row moved under us.
@@ -356,7 +379,14 @@ def _take(
         session,
         update(DispatchRequest)
         .where(DispatchRequest.id == chosen.request, DispatchRequest.state == RequestState.WAITING)
-        .values(state=RequestState.GRANTED, granted_at=now, resource_id=resource_id, fence=fence, ranking=ranking),
+        .values(
+            state=RequestState.GRANTED,
+            granted_at=now,
+            resource_id=resource_id,
+            fence=fence,
+            ranking=ranking,
+            cores=cores,
+        ),
     )
     if not granted:
         savepoint.rollback()
@@ -372,7 +402,7 @@ def _take(
             .values(state=RequestState.EXPIRED, released_at=now)
         )
     savepoint.commit()
-    return Lease(chosen.request, resource_id, fence, expires)
+    return Lease(chosen.request, resource_id, fence, expires, cores)
 
 
 def _last_served(session: Session, queries: set[str]) -> dict[str, datetime]:

@@ -353,3 +353,4 @@ class DispatchRequest(Base):
     ranking: Mapped[list[Any] | None]  # at the grant: every candidate, best first, with its key
     held: Mapped[str | None] = mapped_column(Text)  # why a grant last kept the resource idle instead
     taken_by: Mapped[str | None] = mapped_column(Text)  # the task attempt running under the grant
+    cores: Mapped[int | None] = mapped_column(Integer)  # what the grant gave (None: the connection's default)

@@ -52,7 +52,7 @@ from airflow_iqp.runtime.lease import LeaseKeeper, tag
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.jobs.locations import local_path
-from airflow_iqp.spark.paths import connect_url, execution_path, submit_driver
+from airflow_iqp.spark.paths import connect_url, execution_path, submit_cores, submit_driver
 from airflow_iqp.spark.submit import SubmitJob
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger, RequestEndedTrigger
 
@@ -141,7 +141,8 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
     def _submit(self, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
         """spark-submit the job's script with a hook of its own; this operator's fields stay as given."""
         job = SubmitJob.of(spec, spec_file)
-        hook = job.hook(self, submit_driver(self._conn_id))
+        granted = self._keeper.lease.cores if self._keeper is not None else None
+        hook = job.hook(self, submit_driver(self._conn_id), submit_cores(self._conn_id, granted))
         self._running = hook
         try:
             job.run(hook)

@@ -2,9 +2,10 @@
 
 A job runs on every core the resource holds when it is granted (the dispatcher still runs one
 job at a time, none preempted), and takes its one-core time divided by the speedup at that
-many cores (`Speedup`: measured points, or a labelled default until measured; never assumed
-linear). The admission test (`planning.admission`) then decides a core count the same way it
-decides one resource: scale every job, test.
+many cores (`Speedup`: measured points, `fit_speedup` from jobs timed at several core counts,
+or a labelled default until measured; never assumed linear). The admission test
+(`planning.admission`) then decides a core count the same way it decides one resource: scale
+every job, test.
 
 The cycle has two phases, because a window's work is not due at one time:
 
@@ -90,6 +91,87 @@ class Speedup:
             if cores <= c1:
                 return s0 + (s1 - s0) * (cores - c0) / (c1 - c0)
         return self.points[-1][1]
+
+
+@dataclass(frozen=True)
+class CoreRun:
+    """One job timed on `cores` cores: its input's size (rows, files: one unit per fit) and seconds."""
+
+    cores: int
+    size: float
+    seconds: float
+
+
+def _speedups(runs: Iterable[CoreRun]) -> dict[int, float]:
+    """Per core count, the mean over sizes of one core's mean time over that count's mean time
+    (sizes without one-core runs are left out: there is nothing to compare them with).
+    """
+    times: dict[tuple[float, int], list[float]] = {}
+    for run in runs:
+        whole_number(run.cores, "run cores", minimum=1)
+        number(run.seconds, "run seconds", above=0)
+        times.setdefault((run.size, run.cores), []).append(run.seconds)
+    mean = {key: math.fsum(seconds) / len(seconds) for key, seconds in times.items()}
+    ratios: dict[int, list[float]] = {}
+    for (size, cores), seconds in mean.items():
+        if (size, 1) in mean:
+            ratios.setdefault(cores, []).append(mean[size, 1] / seconds)
+    return {cores: math.fsum(r) / len(r) for cores, r in sorted(ratios.items())}
+
+
+def fit_speedup(runs: Iterable[CoreRun], source: str) -> Speedup:
+    """The speedup measured by `runs` (at least one core count above one, beside one-core runs
+    of the same sizes): its points end where more cores stopped helping, so that a count
+    measured no faster than a smaller one is not planned with, and are capped at linear.
+    """
+    measured = _speedups(runs)
+    if 1 not in measured or len(measured) < 2:
+        raise ValueError(f"a speedup needs one-core runs and runs on more cores of the same sizes, got {measured}")
+    points = [(1, 1.0)]
+    for cores, speedup in measured.items():
+        if cores > 1:
+            if speedup <= points[-1][1]:
+                break
+            points.append((cores, min(speedup, float(cores))))
+    return Speedup(tuple(points), source)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One run on more than one core, predicted from its size's one-core mean and the speedup
+    fitted on the other sizes.
+    """
+
+    cores: int
+    size: float
+    seconds: float
+    predicted: float
+
+    @property
+    def error(self) -> float:
+        """Relative error of the prediction (positive: the model expected it slower)."""
+        return self.predicted / self.seconds - 1
+
+
+def held_out(runs: Sequence[CoreRun]) -> list[HeldOut]:
+    """Every multi-core run predicted with its size left out of the fit (leave one size out):
+    how well one speedup per core count carries over to a size it was not fitted on.
+    """
+    sizes = sorted({run.size for run in runs})
+    out: list[HeldOut] = []
+    for size in sizes:
+        kept = [run for run in runs if run.size != size]
+        one_core = [run.seconds for run in runs if run.size == size and run.cores == 1]
+        if not one_core:
+            continue
+        speedup = fit_speedup(kept, "held out")
+        base = math.fsum(one_core) / len(one_core)
+        out.extend(
+            HeldOut(run.cores, size, run.seconds, base / speedup.at(run.cores))
+            for run in runs
+            if run.size == size and run.cores > 1
+        )
+    return out
 
 
 # Spark's per-job driver, scheduling and shuffle work does not shrink with executors: 10% serial

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.processes import stop_group
-from airflow_iqp.settings import airflow_home, driver_address
+from airflow_iqp.settings import LOCAL_MASTER, airflow_home, driver_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -114,8 +114,29 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def command(port: int, master: str, bind: str, driver_memory: str) -> list[str]:
-    """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it."""
+def elastic_cores(master: str, least: int, most: int) -> dict[str, str]:
+    """The server's cores scaling with its jobs between `least` and `most` (the capacity plan's
+    open-phase cores and its peak, `iqp check --capacity`): Spark's dynamic allocation of
+    one-core executors, tracking shuffle files so no external shuffle service is needed. A local
+    master has no executors to scale, so it is refused.
+    """
+    if LOCAL_MASTER.fullmatch(master.strip()):
+        raise ValueError(f"--cores scales a cluster's executors; master {master!r} runs in one JVM")
+    if not 0 <= least <= most or most < 1:
+        raise ValueError(f"--cores MIN,MAX needs 0 <= MIN <= MAX and MAX >= 1, got {least},{most}")
+    return {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": str(least),
+        "spark.dynamicAllocation.maxExecutors": str(most),
+        "spark.executor.cores": "1",
+    }
+
+
+def command(port: int, master: str, bind: str, driver_memory: str, cores: tuple[int, int] | None = None) -> list[str]:
+    """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it; with
+    `cores` (least, most), its executors scale between them (`elastic_cores`).
+    """
     confs = {
         "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
@@ -125,6 +146,7 @@ def command(port: int, master: str, bind: str, driver_memory: str) -> list[str]:
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **driver_address(master).conf,
+        **(elastic_cores(master, *cores) if cores is not None else {}),
     }
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
@@ -181,6 +203,7 @@ def start(
     driver_memory: str = "2g",
     timeout: float = 180.0,
     warm: bool = True,
+    cores: tuple[int, int] | None = None,
 ) -> ConnectServer:
     """Start the server in the background and return once its port answers and a warm-up job
     has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up
@@ -201,7 +224,7 @@ def start(
     _write_token(state_dir / TOKEN_FILE, token)
     with (state_dir / LOG_FILE).open("wb") as log:
         process = subprocess.Popen(
-            command(port, master, bind, driver_memory),
+            command(port, master, bind, driver_memory, cores),
             env=environment(token, master),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -223,9 +246,11 @@ def start(
     return server
 
 
-def run_foreground(*, port: int, master: str, bind: str, driver_memory: str, token: str | None) -> None:
+def run_foreground(
+    *, port: int, master: str, bind: str, driver_memory: str, token: str | None, cores: tuple[int, int] | None = None
+) -> None:
     """Replace this process with the server (a container's main process)."""
-    args = command(port, master, bind, driver_memory)
+    args = command(port, master, bind, driver_memory, cores)
     os.execve(args[0], args, environment(token, master))
 
 

@@ -1,6 +1,7 @@
 """What the Spark connection (`iqp_spark` by default) says about how a job reaches Spark: its
-type picks the execution path, its host and extras where a spark-submit driver listens, and
-the Spark provider's SparkConnectHook the Connect server's URL.
+type picks the execution path, its host and extras where a spark-submit driver listens and
+how many cores a job gets unless its grant says, and the Spark provider's SparkConnectHook the
+Connect server's URL.
 
 Read when a job runs, in the task, through the Task SDK: never at DAG parse time.
 """
@@ -12,10 +13,12 @@ from typing import TYPE_CHECKING
 from airflow_iqp.constants import ExecutionPath
 from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.settings import driver_address
+from airflow_iqp.validation import whole_number
 
 if TYPE_CHECKING:
     from airflow_iqp.settings import DriverAddress
 
+CORES_EXTRA = "cores"  # a spark-submit job's cores when its grant names none
 PATH_OF_CONN_TYPE = {"spark": ExecutionPath.SPARK_SUBMIT, "spark_connect": ExecutionPath.SPARK_CONNECT}
 
 
@@ -41,6 +44,23 @@ def submit_driver(conn_id: str) -> DriverAddress:
 
     conn = BaseHook.get_connection(conn_id)
     return driver_address(conn.host or "", conn.extra_dejson)
+
+
+def submit_cores(conn_id: str, granted: int | None) -> int | None:
+    """The cores a spark-submit job runs on: its grant's (the capacity plan's), else the
+    connection's `cores` extra, else None (what the master gives an application).
+    """
+    if granted is not None:
+        return granted
+    from airflow.sdk import BaseHook
+
+    value = BaseHook.get_connection(conn_id).extra_dejson.get(CORES_EXTRA)
+    if value is None:
+        return None
+    try:
+        return whole_number(value, f"connection {conn_id!r}: extra {CORES_EXTRA!r}", minimum=1)
+    except ValueError as err:
+        raise InvalidSetting(str(err)) from None
 
 
 def connect_url(conn_id: str) -> str:

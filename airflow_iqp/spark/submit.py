@@ -9,6 +9,10 @@ the operator's, so the operator's fields stay what the DAG gave.
 
 The driver runs in the task (client mode): it writes the job's local output and report, and
 killing spark-submit kills the job.
+
+A job runs on the cores its grant gave it (`spark.paths.submit_cores`): on a standalone master
+that is `--total-executor-cores` (`spark.cores.max`), with executors no larger than it, so a
+one-core grant still gets an executor; other masters take no per-job count.
 """
 
 from __future__ import annotations
@@ -48,8 +52,10 @@ class SubmitJob:
             return cls(JOBS_DIR / "partial_job.py", ("--spec", str(spec_file), "--report", str(report)), report)
         return cls(JOBS_DIR / "merge_job.py", ("--spec", str(spec_file)), None)
 
-    def hook(self, operator: SparkSubmitOperator, driver: DriverAddress) -> SparkSubmitHook:
-        """The hook that submits this job with `operator`'s options, its driver listening at `driver`."""
+    def hook(self, operator: SparkSubmitOperator, driver: DriverAddress, cores: int | None = None) -> SparkSubmitHook:
+        """The hook that submits this job with `operator`'s options, its driver listening at
+        `driver`, on `cores` cores (None: what the master gives an application by default).
+        """
         from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
         options = _JobOptions(
@@ -57,12 +63,18 @@ class SubmitJob:
             application_args=list(self.args),
             env_vars={**(operator.env_vars or {}), **driver.env},
             conf={**(operator.conf or {}), **driver.conf},
+            **_cores(operator, cores),
         )
         hook = SparkSubmitOperator._get_hook(cast("SparkSubmitOperator", options))
         if hook._connection["deploy_mode"] == "cluster":
             raise InvalidSetting(
                 f"connection {operator._conn_id!r} deploys in cluster mode: an IQP job's driver runs in the task "
                 "(client mode), where it writes its output and report"
+            )
+        if cores is not None and not str(hook._connection["master"]).startswith("spark://"):
+            raise InvalidSetting(
+                f"connection {operator._conn_id!r}: a job's cores ({cores}) are set on a standalone master "
+                f"(spark://...), not on {hook._connection['master']!r}"
             )
         return hook
 
@@ -84,8 +96,18 @@ class SubmitJob:
         return [CorruptFile(**entry) for entry in json.loads(self.report.read_text()).get("corrupt", [])]
 
 
+def _cores(operator: SparkSubmitOperator, cores: int | None) -> dict[str, int]:
+    """The operator's core options for a job on `cores` cores: that many in all, in executors of
+    at most that many (a larger executor would never fit, and the job would wait forever).
+    """
+    if cores is None:
+        return {}
+    executor = operator._executor_cores
+    return {"_total_executor_cores": cores} | ({"_executor_cores": min(executor, cores)} if executor else {})
+
+
 class _JobOptions:
-    """The operator's fields as `_get_hook` reads them, with the job's own in place of three."""
+    """The operator's fields as `_get_hook` reads them, with the job's own in place of some."""
 
     def __init__(self, operator: SparkSubmitOperator, **job: Any) -> None:
         self._operator = operator

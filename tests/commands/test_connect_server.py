@@ -127,3 +127,20 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert main(["connect-server", "stop", "--state-dir", state]) == 0
     assert status(tmp_path / "state") is None
     assert main(["connect-server", "status", "--state-dir", state]) == 1
+
+
+def test_a_server_on_a_cluster_scales_its_one_core_executors_between_the_plans_bounds() -> None:
+    args = command(15002, "spark://master:7077", "127.0.0.1", "2g", cores=(1, 4))
+    confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+    assert {k: v for k, v in confs.items() if "dynamicAllocation" in k or k == "spark.executor.cores"} == {
+        "spark.dynamicAllocation.enabled": "true",
+        "spark.dynamicAllocation.shuffleTracking.enabled": "true",
+        "spark.dynamicAllocation.minExecutors": "1",
+        "spark.dynamicAllocation.maxExecutors": "4",
+        "spark.executor.cores": "1",
+    }
+    assert not any("dynamicAllocation" in arg for arg in command(15002, "spark://master:7077", "127.0.0.1", "2g"))
+    with pytest.raises(ValueError, match="runs in one JVM"):
+        command(15002, "local[2]", "127.0.0.1", "2g", cores=(1, 2))
+    with pytest.raises(ValueError, match="0 <= MIN <= MAX"):
+        command(15002, "spark://master:7077", "127.0.0.1", "2g", cores=(3, 2))

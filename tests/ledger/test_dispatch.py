@@ -279,6 +279,23 @@ def test_a_heartbeat_extends_the_lease_so_it_is_not_reclaimed(ledger_db: str) ->
         assert dispatch.heartbeat(s, extended, _s(52)) is None
 
 
+def test_a_grant_gives_its_job_cores_which_the_lease_carries_while_it_is_extended(ledger_db: str) -> None:
+    a, b = _waiting(ledger_db, ["qa", "qb"])
+    with session_scope(ledger_db) as s:
+        (lease,) = dispatch.grant(s, policy="edf", resources=1, now=T0, cores=3)
+        extended = dispatch.heartbeat(s, lease, _s(20))
+    assert (lease.request, lease.cores) == (a, 3)
+    assert extended == Lease(a, 0, 1, _s(50), cores=3)
+    assert _state(ledger_db, a).lease == extended
+    with session_scope(ledger_db) as s:
+        assert s.get(DispatchRequest, a).cores == 3  # type: ignore[union-attr]
+        dispatch.release(s, extended, _s(21))
+    (default,) = _grant(ledger_db, _s(22))  # no count given: the connection's default applies
+    assert (default.request, default.cores) == (b, None)
+    with session_scope(ledger_db) as s, pytest.raises(ValueError, match="cores must be >= 1"):
+        dispatch.grant(s, policy="edf", resources=1, now=_s(23), cores=0)
+
+
 def test_confirm_extends_only_a_live_lease_so_nothing_commits_after_it_ran_out(ledger_db: str) -> None:
     """A holder checks its lease before committing: an expired one fails the check even while
     nobody has reclaimed it (a heartbeat would revive it), and so does one granted on."""

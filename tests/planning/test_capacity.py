@@ -9,11 +9,14 @@ from hypothesis import strategies as st
 from airflow_iqp.planning.admission import RecurringQuery, admit
 from airflow_iqp.planning.capacity import (
     DEFAULT_SPEEDUP,
+    CoreRun,
     QueryDemand,
     Speedup,
     at_cores,
     capacity,
     closed_tasks,
+    fit_speedup,
+    held_out,
     intervals,
     open_tasks,
     residual_spread,
@@ -155,3 +158,44 @@ def test_bad_settings_are_refused() -> None:
         capacity([])
     with pytest.raises(ValueError, match="cost_spread must be >= 0"):
         QueryDemand(demand.task, cost_spread=-0.1)
+
+
+def amdahl_runs(serial: float, sizes: tuple[float, ...], cores: tuple[int, ...]) -> list[CoreRun]:
+    """Two runs per size and core count of a job of `size` seconds on one core, Amdahl-shaped."""
+    return [CoreRun(c, n, n * (serial + (1 - serial) / c)) for n in sizes for c in cores for _ in range(2)]
+
+
+def test_the_fitted_speedup_is_the_measured_one_core_time_over_each_counts_time() -> None:
+    speedup = fit_speedup(amdahl_runs(0.25, (2.0, 5.0, 9.0), (1, 2, 4)), "measured")
+    assert [c for c, _ in speedup.points] == [1, 2, 4]
+    assert [s for _, s in speedup.points] == pytest.approx([1.0, 1 / 0.625, 1 / 0.4375])
+    assert all(abs(h.error) < 1e-12 for h in held_out(amdahl_runs(0.25, (2.0, 5.0, 9.0), (1, 2, 4))))
+
+
+def test_the_fitted_speedup_ends_where_more_cores_stopped_helping() -> None:
+    runs = [CoreRun(1, 10.0, 10.0), CoreRun(2, 10.0, 6.0), CoreRun(4, 10.0, 6.5), CoreRun(8, 10.0, 3.0)]
+    [one, two] = fit_speedup(runs, "measured").points
+    assert one == (1, 1.0)
+    assert two[0] == 2
+    assert two[1] == pytest.approx(10 / 6)
+    with pytest.raises(ValueError, match="one-core runs"):
+        fit_speedup([CoreRun(2, 10.0, 6.0)], "no one-core run")
+
+
+def test_a_speedup_that_grows_with_size_shows_in_the_held_out_error() -> None:
+    # Small jobs gain nothing from a second core, large ones double: one speedup fits neither.
+    runs = [CoreRun(1, 1.0, 1.0), CoreRun(2, 1.0, 1.0), CoreRun(1, 4.0, 4.0), CoreRun(2, 4.0, 2.0)]
+    errors = {h.size: h.error for h in held_out(runs)}
+    assert errors == pytest.approx({1.0: -0.5, 4.0: 1.0})
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from((1, 2, 3, 4, 8)), st.sampled_from((1.0, 2.0, 3.0)), st.floats(0.1, 100)), min_size=1
+    )
+)
+def test_a_fitted_speedup_is_always_a_valid_one(runs: list[tuple[int, float, float]]) -> None:
+    measured = [CoreRun(*run) for run in runs] + [CoreRun(1, 1.0, 5.0), CoreRun(2, 1.0, 4.0)]
+    speedup = fit_speedup(measured, "drawn")  # Speedup's own checks: (1, 1.0) first, rising, at most linear
+    assert speedup.points[0] == (1, 1.0)
+    assert {c for c, _ in speedup.points} <= {c for c, _, _ in runs} | {1, 2}

@@ -59,12 +59,12 @@ def queue_partial(
     )
 
 
-def grant_one(url: str, lease_seconds: float, now: datetime) -> dispatch.Lease:
-    """A window of DAG q6 with one partial request, granted the one resource at `now`."""
+def grant_one(url: str, lease_seconds: float, now: datetime, cores: int | None = None) -> dispatch.Lease:
+    """A window of DAG q6 with one partial request, granted the one resource at `now` (with `cores`)."""
     with session_scope(url) as s:
         store.register_query(s, dag_id="q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         queue_partial(s, "q6", now, now + timedelta(seconds=60), lease_seconds, now)
-        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now)
+        [lease] = dispatch.grant(s, policy=Policy.EDF, resources=1, now=now, cores=cores)
     return lease
 
 

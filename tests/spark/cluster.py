@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import urllib.request
@@ -55,6 +56,11 @@ class Cluster:
         """Applications that registered with the master and ended."""
         return list(self.state()["completedapps"])
 
+    def executor_cores(self, app: str) -> int:
+        """The cores the workers launched `app`'s executors with (each executor command's --cores)."""
+        logs = self.logs.glob(f"worker-*/{app}/*/stderr")
+        return sum(int(m) for log in logs for m in re.findall(r"--cores\W+(\d+)", log.read_text())[:1])
+
 
 def environment() -> dict[str, str]:
     """The daemons' environment: the wheel as SPARK_HOME, small heaps, everything on loopback."""
@@ -92,8 +98,10 @@ def stop_group(process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
 
 
 @contextmanager
-def standalone_cluster(logs: Path, timeout: float = 90.0) -> Iterator[Cluster]:
-    """A master and WORKERS workers on loopback, returned once every worker is registered."""
+def standalone_cluster(logs: Path, timeout: float = 90.0, worker_cores: int = 1) -> Iterator[Cluster]:
+    """A master and WORKERS workers on loopback, each offering `worker_cores` cores (as many as
+    it declares, whatever the machine has), returned once every worker is registered.
+    """
     logs.mkdir(parents=True, exist_ok=True)
     port, ui_port = free_port(), free_port()
     cluster = Cluster(f"spark://{LOOPBACK}:{port}", ui_port, logs)
@@ -113,7 +121,7 @@ def standalone_cluster(logs: Path, timeout: float = 90.0) -> Iterator[Cluster]:
                         "--host",
                         LOOPBACK,
                         "--cores",
-                        "1",
+                        str(worker_cores),
                         "--memory",
                         WORKER_MEMORY,
                         "--webui-port",

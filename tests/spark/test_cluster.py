@@ -1,12 +1,13 @@
 """A window's partials and merge on a real Spark standalone cluster (a master and two workers on
 this machine, tests/spark/cluster.py), through the operators' own code: a DispatchedSparkSubmitOperator
 under a lease runs each job as a spark-submit in client mode against the `iqp_spark` connection
-(host = the master), then against a Connect server started on the cluster (`iqp connect-server
-start --master spark://...`). The driver's address comes from the connection's `driver-host`
-extra (spark-submit) or $SPARK_DRIVER_HOST (the server), here this machine's network address, not
-loopback. Both results equal one Spark SQL pass over the same files; the master's applications
-and the workers' executors prove the jobs ran on the cluster, not in local mode. About two
-minutes on two shared cores: three spark-submit applications and a server's start.
+(host = the master) on the one core its grant gave it (of the workers' two), then against a
+Connect server started on the cluster (`iqp connect-server start --master spark://...`). The
+driver's address comes from the connection's `driver-host` extra (spark-submit) or
+$SPARK_DRIVER_HOST (the server), here this machine's network address, not loopback. Both results
+equal one Spark SQL pass over the same files; the master's applications and the workers'
+executors prove the jobs ran on the cluster, not in local mode. About two minutes on two shared
+cores: three spark-submit applications and a server's start.
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))  # spark-submit
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     monkeypatch.setenv("AIRFLOW_CONN_IQP_DEFAULT", ledger)
-    lease = grant_one(ledger, LEASE_SECONDS, datetime.now(UTC))
+    lease = grant_one(ledger, LEASE_SECONDS, datetime.now(UTC), cores=1)  # of the workers' 2
     monkeypatch.setenv(
         "AIRFLOW_CONN_IQP_SPARK",
         json.dumps({"conn_type": "spark", "host": cluster.url, "extra": {"driver-host": driver_host}}),
@@ -123,6 +124,7 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     apps = cluster.completed_apps()
     assert all(app["state"] == "FINISHED" for app in apps), apps
     assert {app["id"] for app in apps} <= executed_apps(cluster), "each had executors on the workers"
+    assert [cluster.executor_cores(app["id"]) for app in apps] == [1] * len(apps), "each ran on its grant's cores"
     assert driver_urls(cluster) == {driver_host}, "the executors called the driver back where the connection said"
     assert json.loads((submitted / MARKER).read_text())["input_rows"] == {"sales": FILES * ROWS_PER_FILE}
 

@@ -6,6 +6,7 @@ real spark-submit's unreadable input comes back named, and a job whose lease is 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 LEASE_SECONDS = 6.0
+LOG = logging.getLogger(__name__)
 
 
 @pytest.fixture
@@ -128,6 +130,50 @@ def test_each_job_is_submitted_with_its_own_arguments_and_the_operator_keeps_its
     assert second[-3:] == [str(JOBS_DIR / "merge_job.py"), "--spec", str(tmp_path / "result-f1.spec.json")]
     assert first[first.index("--executor-memory") + 1] == second[second.index("--executor-memory") + 1] == "3g"
     assert (task.application, task.application_args, task.env_vars, task.conf) == ("job.py", None, spark_env(), None)
+
+
+@pytest.mark.parametrize(
+    ("extra", "granted", "executor_cores", "expected"),
+    [
+        ({}, None, None, {}),
+        ({"cores": 2}, None, None, {"--total-executor-cores": "2"}),
+        ({"cores": 2}, 1, 4, {"--total-executor-cores": "1", "--executor-cores": "1"}),
+        ({}, 3, 2, {"--total-executor-cores": "3", "--executor-cores": "2"}),
+    ],
+)
+def test_a_spark_submit_job_runs_on_the_cores_its_grant_gave_else_on_the_connections(
+    tmp_path: Path,
+    ledger: str,
+    monkeypatch: pytest.MonkeyPatch,
+    extra: dict[str, int],
+    granted: int | None,
+    executor_cores: int | None,
+    expected: dict[str, str],
+) -> None:
+    """On a standalone master: spark.cores.max by the provider's option, executors no larger."""
+    connection = {"conn_type": "spark", "host": "spark://spark-master", "port": 7077, "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connection))
+    submitted = recorded_submits(monkeypatch)
+    task = HeldJob(task_id="merge", application="job.py", conn_id="iqp_spark", executor_cores=executor_cores)
+    task._keeper = LeaseKeeper(grant_one(ledger, 60.0, datetime.now(UTC), cores=granted), 60, task.on_kill, LOG)
+    task._submit(merge_spec(q6(tmp_path), [str(tmp_path / "batch-0000-f1")], tmp_path / "r"), tmp_path / "r.spec.json")
+    [job] = submitted
+    options = {"--total-executor-cores", "--executor-cores"}
+    command = job["command"]
+    assert {arg: command[i + 1] for i, arg in enumerate(command) if arg in options} == expected
+    assert task._executor_cores == executor_cores, "the operator keeps its own"
+
+
+def test_cores_on_a_master_that_takes_no_per_job_count_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    connection = {"conn_type": "spark", "host": "local[2]", "extra": {"cores": 2}}
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(connection))
+    submitted = recorded_submits(monkeypatch)
+    task = HeldJob(task_id="merge", application="job.py", conn_id="iqp_spark")
+    with pytest.raises(InvalidSetting, match=r"cores \(2\) are set on a standalone master"):
+        task._submit(merge_spec(q6(tmp_path), [str(tmp_path / "b")], tmp_path / "r"), tmp_path / "r.spec.json")
+    assert submitted == []
 
 
 def test_a_connection_that_deploys_in_cluster_mode_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
