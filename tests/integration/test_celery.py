@@ -29,7 +29,7 @@ from airflow_iqp.ledger import migrate, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.test_dispatcher import COST_MODEL, DYNAMIC
+from tests.integration.dispatch_dags import COST_MODEL, DYNAMIC
 from tests.integration.windows import check_window, declaration, replay
 from tests.postgres import create_database
 from tests.topology import WORKERS, Topology
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 WINDOW = timedelta(seconds=30)
 LEAD = timedelta(seconds=15)  # the DAG processor parses the files and the schedulers see them before the window opens
 POLICY = Policy.EDF
-# dag_id: (query, deadline in s, mode): as tests/integration/test_dispatcher.py's three queries.
+# dag_id: (query, deadline in s, mode): two dynamic queries (one cut in two or more batches), one static.
 QUERIES = {
     "iqp_c_q6": ("q6", 150, DYNAMIC.format(alpha=0.3)),
     "iqp_c_q14": ("q14", 210, DYNAMIC.format(alpha=0.1)),

@@ -32,8 +32,8 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import StreamFile
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.test_dispatcher import DYNAMIC, report, run_dags, write_dag
-from tests.integration.test_dispatcher import WINDOW as SLOW_WINDOW
+from tests.integration.dispatch_dags import DYNAMIC, report, run_dags, write_dag
+from tests.integration.dispatch_dags import WINDOW as SLOW_WINDOW
 from tests.integration.windows import check_window, declaration, replay
 
 if TYPE_CHECKING:
