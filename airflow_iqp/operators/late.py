@@ -1,8 +1,9 @@
 """`late_files`: after a window's merge, the files that came for windows that had already merged.
 
-Each run lists its streams once more when its own merge is done. A unit of input (a file, or a
-file set of several streams) that belongs to a window whose merge has started, and that no
-batch froze, is late: it is recorded on that window in the ledger (once, however often it is
+Each run lists its streams once more when its own merge is done, back as far as their
+`history=` lets files land (`InputSpec.recent_units`; without one, every window). A unit of input
+(a file, or a file set of several streams) that belongs to a window whose merge has started, and
+that no batch froze, is late: it is recorded on that window in the ledger (once, however often it is
 seen) and the window reports it. With `on_late="remerge"`, the late units become one more batch
 of their window and the window is merged again, replacing its published result atomically (the
 ledger keeps the earlier result in its history). A unit of a window that never ran (skipped by
@@ -65,8 +66,7 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         """Find late and rewritten files; queue the re-merges, if any are due."""
         decl = self.declaration
         start, _ = run_window(context)
-        selection = InputSpec.of(decl.streams, start, decl.window).look()
-        listed = [*selection.earlier, *selection.units]
+        listed = InputSpec.of(decl.streams, start, decl.window).recent_units()
         with session_scope() as session:
             late = self.record(session, listed)
         if not late:
@@ -132,9 +132,9 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         """For each merged window with late units: one more batch of them, then the merge again."""
         decl = self.declaration
         start, _ = run_window(context)
-        selection = InputSpec.of(decl.streams, start, decl.window).look()
+        listed = InputSpec.of(decl.streams, start, decl.window).recent_units()
         with session_scope() as session:
-            late = self.record(session, [*selection.earlier, *selection.units])
+            late = self.record(session, listed)
         published = []
         for window_start, units in sorted(late.items()):
             published.append(self.remerge(context, window_start, files_by_stream(units)))

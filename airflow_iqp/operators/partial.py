@@ -161,7 +161,7 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Freeze (or cut) the batch's files, run the partial job, record what it did."""
         self.set_label(context)
         work, window_id = self.work, self.window_id
-        selection = work.descriptor.window_input.look()
+        selection = work.descriptor.window_input.look_own()
         with session_scope() as session:
             index = work.take(session, selection)
             batch = next(b for b in store.window_summary(session, window_id).batches if b.index == index)
@@ -191,8 +191,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     ) -> None:
         """Run the partial job over `files`; quarantine unreadable files when declared to."""
         decl = self.declaration
+        samples = self.work.descriptor.window_input.schema_samples(selection)
         while True:
-            spec = partial_spec(decl, files, output, schema_files=_schema_files(selection))
+            spec = partial_spec(decl, files, output, schema_files=samples)
             try:
                 self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
                 return
@@ -340,7 +341,7 @@ class StaticBatchWork(BatchWork[StaticBatch]):
 
     def window_done(self, session: Session) -> bool:
         """See the base class: the last batch, which took the rest once the input was final."""
-        return self.descriptor.upto is None and self.descriptor.window_input.look().final
+        return self.descriptor.upto is None and self.descriptor.window_input.look_own().final
 
     def recorded(self, index: int, ended: datetime) -> None:
         """Replan the window's remaining batches if this one ended off its plan
@@ -377,7 +378,7 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
         task.set_label(context)
         waited = time.monotonic() + SHORT_WAIT
         while True:  # a short wait here, not in the triggerer (see SHORT_WAIT)
-            selection = spec.window_input.look()
+            selection = spec.window_input.look_own()
             with session_scope() as session:
                 decision = decide(session, spec, selection, time.time())
             if decision.action is not SlotAction.WAIT or time.monotonic() > waited:
@@ -397,7 +398,7 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
 
     def listed(self) -> WindowSelection:
         """See the base class: what has landed decides what the slot would take."""
-        return self.descriptor.window_input.look()
+        return self.descriptor.window_input.look_own()
 
     def remaining(
         self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None
@@ -448,7 +449,7 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
     def window_done(self, session: Session) -> bool:
         """See the base class: every slot left would skip (units may still land, or be cut)."""
         spec = self.descriptor
-        return decide(session, spec, spec.window_input.look(), time.time()).action is SlotAction.SKIP
+        return decide(session, spec, spec.window_input.look_own(), time.time()).action is SlotAction.SKIP
 
     def taken_label(self, batch: BatchRow) -> str | None:
         """The batch the slot cut: which, its units and why it fired."""
@@ -459,17 +460,6 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
 def _position(units: tuple[InputUnit, ...], unit: InputUnit) -> int:
     """A unit's 1-based position in the window's arrival order."""
     return units.index(unit) + 1
-
-
-def _schema_files(selection: WindowSelection) -> dict[str, str | None]:
-    """A data file per stream to read an empty batch's schema from, from any window."""
-    found: dict[str, str | None] = {}
-    for unit in (*selection.units, *selection.earlier, *selection.later):
-        for file in unit.files:
-            found.setdefault(file.stream, file.uri)
-    for file in (*selection.unmatched, *selection.unassigned):
-        found.setdefault(file.stream, file.uri)
-    return found
 
 
 def recorded_partial(

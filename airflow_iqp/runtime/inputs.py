@@ -1,8 +1,10 @@
 """One window's input as a listing of its streams shows it: what a trigger waits for and what a
 task cuts batches from.
 
-`InputSpec` holds plain values only (it travels in XCom and in trigger kwargs); `look` lists
-every stream of the query once and cuts the listings into the window (streams/assign.py).
+`InputSpec` holds plain values only (it travels in XCom and in trigger kwargs); each look lists
+every stream of the query once and cuts the listings into the window (streams/assign.py): `look`
+the whole streams, `look_own` (a task's) and `recent_units` (late files') only the partitions
+they need when that is exact, `look_window` (a trigger's) as narrowly as each stream allows.
 Units that a batch of the window has frozen already are *taken*; the rest are *untaken*.
 """
 
@@ -12,14 +14,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_iqp.streams.assign import ORIGIN, select_window
-from airflow_iqp.streams.listing import list_files
-from airflow_iqp.streams.spec import FileStream
+from airflow_iqp.ledger.prune import Retention
+from airflow_iqp.streams.assign import ORIGIN, select_window, window_start
+from airflow_iqp.streams.listing import list_files, list_window
+from airflow_iqp.streams.spec import FileStream, WindowBy
 from airflow_iqp.streams.watch import window_listing
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
+    from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
     from airflow_iqp.streams.files import DataFile, StreamListing
 
@@ -71,6 +75,64 @@ class InputSpec:
         listings = {name: list_files(name, stream) for name, stream in streams.items()}
         return self._select(streams, listings, now or datetime.now(UTC))
 
+    def look_own(self, now: datetime | None = None) -> WindowSelection:
+        """A task's look at this window: its `units` and `final` exactly as `look` shows them.
+
+        When every stream is windowed by the same path pattern, a unit's files all name the
+        window's time, so only the partitions the pattern maps to the window are listed
+        (`list_window`; a late file still names its window, and a close marker sits in its
+        partition); otherwise every stream is listed whole. `earlier`, `later`, `unmatched`
+        and `unassigned` hold only what was listed.
+        """
+        streams = self.file_streams()
+        return self._select(streams, self._listings(streams, self.window_start), now or datetime.now(UTC))
+
+    @property
+    def horizon(self) -> timedelta | None:
+        """How long after a window's end a file of it may still land in any of the streams (the
+        longest `FileStream.horizon`); None when one of them declares no `history` (any time).
+        """
+        horizons = [stream.horizon(self.window) for stream in self.file_streams().values()]
+        return None if None in horizons else max(h for h in horizons if h is not None)
+
+    def recent_units(self, now: datetime | None = None) -> list[InputUnit]:
+        """This window's units and those of the earlier windows that ended within the horizon
+        before `now` (every earlier one without a horizon): where late files are looked for.
+        Older windows are not listed when the streams share a path pattern (as `look_own`), and
+        their units are left out in any case: no file lands for them, and the ledger may have
+        dropped their files (`iqp db prune`), so none of them is new.
+        """
+        now = now or datetime.now(UTC)
+        streams = self.file_streams()
+        horizon = self.horizon
+        if horizon is None:
+            selection = self.look(now)
+            return [*selection.earlier, *selection.units]
+        since = now - horizon
+        first = min(window_start(since, self.window, ORIGIN), self.window_start)
+        selection = self._select(streams, self._listings(streams, first), now)
+        return [unit for unit in (*selection.earlier, *selection.units) if unit.window_start + self.window > since]
+
+    def _listings(self, streams: Mapping[str, FileStream], since: datetime) -> dict[str, StreamListing]:
+        """Each stream's files of the windows from `since` to this one's end, and possibly
+        others: only those partitions when every stream is windowed by the same path pattern
+        (a unit's files then name one time), else the whole streams.
+        """
+        patterns = {stream.pattern if stream.window_by == WindowBy.PATH else None for stream in streams.values()}
+        if None in patterns or len(patterns) > 1:
+            return {name: list_files(name, stream) for name, stream in streams.items()}
+        return {name: list_window(name, stream, since, self.window_end) for name, stream in streams.items()}
+
+    def schema_samples(self, selection: WindowSelection) -> dict[str, str | None]:
+        """A data file per stream to read an empty batch's schema from, from any window: from
+        `selection` first, from a whole listing for the streams it has none of.
+        """
+        found: dict[str, str | None] = {}
+        _samples(selection, found)
+        if any(name not in found for name in self.streams):
+            _samples(self.look(), found)
+        return found
+
     def look_window(self, now: datetime | None = None) -> WindowSelection:
         """A waiting look: list each stream only as far as this window needs, sharing the listing
         with the looks of the same moment (streams/watch.py), and cut it into this window.
@@ -92,6 +154,31 @@ class InputSpec:
         self, streams: Mapping[str, FileStream], listings: Mapping[str, StreamListing], now: datetime
     ) -> WindowSelection:
         return select_window(streams, listings, start=self.window_start, window=self.window, origin=ORIGIN, now=now)
+
+
+def retention(declaration: Declaration) -> Retention:
+    """How long after a window's end the DAG's files may still land (`InputSpec.horizon`, how far
+    back `late_files` looks), and which streams' declarations say so: what `iqp db prune` keeps.
+    """
+    streams = declaration.streams
+    spec = InputSpec.of(streams, ORIGIN, declaration.window)
+    if unbounded := [name for name, stream in sorted(streams.items()) if stream.history is None]:
+        declared_by = f"stream(s) {', '.join(map(repr, unbounded))} declare no history="
+    else:
+        declared_by = ", ".join(
+            f"stream {name!r} history={stream.history} lateness={stream.lateness}"
+            for name, stream in sorted(streams.items())
+        )
+    return Retention(declaration.dag_id, spec.horizon, declared_by)
+
+
+def _samples(selection: WindowSelection, found: dict[str, str | None]) -> None:
+    """Add the first file of each stream in `selection` that `found` has none of."""
+    for unit in (*selection.units, *selection.earlier, *selection.later):
+        for file in unit.files:
+            found.setdefault(file.stream, file.uri)
+    for file in (*selection.unmatched, *selection.unassigned):
+        found.setdefault(file.stream, file.uri)
 
 
 def untaken(units: Iterable[InputUnit], taken: set[str]) -> list[InputUnit]:

@@ -48,10 +48,13 @@ class FileStream:
     early: with `window_by="path"` when it is in the window's partition, with arrival when it
     was modified inside the window. `conn_id` is the Airflow connection of the storage.
 
-    `history` (arrival streams only) is how long a directory of the stream may stay quiet and
-    still receive files: the waiting triggers stop listing a directory with nothing new for
-    longer than that (and than the window plus its lateness), so a look costs what lands now,
-    not the stream's age (streams/arrivals.py). None: every look lists the whole directory.
+    `history` is how far back a file may still land: no file lands for a window that ended
+    longer ago than that (and than one window plus its lateness). `late_files` looks for late
+    files that far back only, and `iqp db prune` may drop the ledger's rows of older windows.
+    For an arrival stream it is also how long a directory may stay quiet and still receive
+    files: the waiting triggers stop listing a directory with nothing new for longer than the
+    horizon, so a look costs what lands now, not the stream's age (streams/arrivals.py). None:
+    files may land for any window, so late files are looked for in all of them.
     """
 
     path: str
@@ -123,11 +126,12 @@ class FileStream:
             raise InvalidDeclaration(
                 f"FileStream history must be a timedelta > 0 (e.g. timedelta(days=1)) or None, got {self.history!r}"
             )
-        if self.window_by != WindowBy.ARRIVAL:
-            raise InvalidDeclaration(
-                f"FileStream {self.path!r}: history= is only read with window_by='arrival' (a path window's "
-                "listing is bounded by its pattern); drop history="
-            )
+
+    def horizon(self, window: timedelta) -> timedelta | None:
+        """How long after a window's end a file of it may still land: `history`, and at least the
+        window plus the lateness; None when no `history` is declared (any time).
+        """
+        return None if self.history is None else max(self.history, window + self.lateness)
 
     @property
     def event_pattern(self) -> EventTimePattern:

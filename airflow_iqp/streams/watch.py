@@ -72,9 +72,9 @@ def window_listing(name: str, stream: FileStream, start: datetime, window: timed
     if stream.window_by == WindowBy.PATH:
         end = start + window
         return _SHARED.get((name, stream, start, end), lambda: list_window(name, stream, start, end))
-    if stream.history is None:
+    horizon = stream.horizon(window)
+    if horizon is None:
         return _SHARED.get((name, stream), lambda: list_files(name, stream))
-    horizon = max(stream.history, window + stream.lateness)
     with _WATCHES_LOCK:
         watch = _WATCHES.setdefault((name, stream), ArrivalWatch(name, stream))
     return _SHARED.get((name, stream, horizon), lambda: watch.look(now - horizon))

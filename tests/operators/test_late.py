@@ -13,8 +13,10 @@ from airflow_iqp.constants import FileStatus, Mode, WindowStatus
 from airflow_iqp.declaration import declare
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import StreamFile
+from airflow_iqp.ledger.prune import prune
 from airflow_iqp.operators.late import LateFilesOperator
 from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.runtime.inputs import InputSpec, retention
 from airflow_iqp.streams.assign import InputUnit
 from airflow_iqp.streams.files import DataFile
 from airflow_iqp.streams.spec import FileStream
@@ -41,8 +43,8 @@ def unit(file: DataFile, window_start: datetime) -> InputUnit:
     return InputUnit(file.relative, (file,), file.modified, window_start)
 
 
-def plan_window(session: Session, start: datetime) -> int:
-    batch = {
+def batch_row(start: datetime) -> dict[str, object]:
+    return {
         "index": 0,
         "first_tuple": 1,
         "last_tuple": 1,
@@ -51,7 +53,12 @@ def plan_window(session: Session, start: datetime) -> int:
         "planned_start": start,
         "predicted_cost": 1.0,
     }
-    return store.record_plan(session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 1, PlanRecord(), [batch])
+
+
+def plan_window(session: Session, start: datetime) -> int:
+    return store.record_plan(
+        session, DAG_ID, start, start + WINDOW, start + 2 * WINDOW, 1, PlanRecord(), [batch_row(start)]
+    )
 
 
 @pytest.fixture
@@ -212,3 +219,44 @@ def test_one_listing_sorts_every_kind_of_unit(
         ]
     )
     assert late_count(url, windows[W0]) == 2
+
+
+def test_a_file_of_a_pruned_window_beyond_the_horizon_is_not_late_again(tmp_path: Path) -> None:
+    hour, old = timedelta(hours=1), datetime(2026, 1, 1, 10, tzinfo=UTC)
+    landing = tmp_path / "lineitem"
+    for start in (old, old + 200 * hour):
+        partition = landing / f"dt={start:%Y-%m-%d}" / f"hour={start:%H}"
+        partition.mkdir(parents=True)
+        (partition / "part-0.parquet").touch()
+    stream = FileStream(str(landing), window_by="path", pattern="dt={date}/hour={hour}", history=timedelta(days=1))
+    declaration = declare(
+        dag_id=DAG_ID,
+        query="q6",
+        window=hour,
+        deadline=hour,
+        streams={"lineitem": stream},
+        output="/results/{dag_id}/{window_start}",
+    )
+    operator = LateFilesOperator(task_id="late_files", declaration=declaration, work_dir=str(tmp_path / "work"))
+    now = old + 200 * hour + 2 * hour
+    spec = InputSpec.of(declaration.streams, old + 200 * hour, hour)
+    [counted] = [u for u in spec.look(now).earlier if u.window_start == old]
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    with session_scope(url) as s:
+        store.register_query(s, dag_id=DAG_ID, name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
+        window_id = store.record_plan(s, DAG_ID, old, old + hour, old + 2 * hour, 1, PlanRecord(), [batch_row(old)])
+        store.freeze_files(s, window_id, 0, {"lineitem": list(counted.files)})
+        store.start_batch(s, window_id, 0)
+        store.record_merge(s, window_id, old + hour, 1, "/data/iqp/result")
+        current = old + 200 * hour  # this run's window, merged: its file counted
+        window_id = store.record_plan(s, DAG_ID, current, current + hour, now, 1, PlanRecord(), [batch_row(current)])
+        store.freeze_files(s, window_id, 0, {"lineitem": list(spec.look(now).units[0].files)})
+        store.record_merge(s, window_id, now, 1, "/data/iqp/result")
+    with session_scope(url) as s:
+        prune(s, [retention(declaration)], timedelta(days=2), now)
+
+    with session_scope(url) as s:
+        assert operator.record(s, spec.recent_units(now)) == {}
+    assert events(url) == []
+    with session_scope(url) as s:  # what the whole listing of every earlier window did
+        assert operator.record(s, list(spec.look(now).earlier)) == {old: [counted]}

@@ -135,3 +135,31 @@ def test_windows_count_from_the_timetables_origin(tmp_path: Path) -> None:
     stream = FileStream(str(tmp_path / "sales"))
     with pytest.raises(ValueError, match="no window start for windows of 0:10:00 from 2000-01-01"):
         InputSpec.of({"sales": stream}, T0 + timedelta(minutes=1), WINDOW).look(now=T0)
+
+
+def test_a_task_look_at_a_join_not_windowed_by_one_path_pattern_lists_whole(tmp_path: Path) -> None:
+    orders = FileStream(str(tmp_path / "orders"), window_by="path", pattern="dt={date}")
+    clicks = FileStream(str(tmp_path / "clicks"))  # by arrival
+    day = timedelta(days=1)
+    start = T0.replace(hour=0)
+    land(tmp_path / "orders", "dt=2025-12-31/part-0.parquet", start)  # its path: the day before
+    land(tmp_path / "clicks", "dt=2025-12-31/part-0.parquet", start + timedelta(hours=1))  # landed in the window
+    spec = InputSpec.of({"orders": orders, "clicks": clicks}, start, day)
+
+    own = spec.look_own(now=start + day / 2)
+
+    assert [u.relative for u in own.units] == ["dt=2025-12-31/part-0.parquet"], "the unit is its latest member's"
+    assert own.units == spec.look(now=start + day / 2).units
+
+
+def test_schema_samples_come_from_any_window_for_an_empty_one(tmp_path: Path) -> None:
+    sales = tmp_path / "sales"
+    land(sales, "dt=2026-01-01/hour=09/a.parquet", T0)
+    stream = FileStream(str(sales), window_by="path", pattern="dt={date}/hour={hour}")
+    spec = InputSpec.of({"sales": stream}, T0, WINDOW)
+
+    empty = spec.look_own(now=T0 + WINDOW)
+
+    assert empty.units == ()
+    assert empty.earlier == (), "only the window's partition was listed"
+    assert spec.schema_samples(empty) == {"sales": f"file://{sales}/dt=2026-01-01/hour=09/a.parquet"}

@@ -91,3 +91,37 @@ def test_an_arrival_window_sees_what_lands_and_settled_partitions_are_not_listed
     assert waiting.units == spec.look(now=now).units
     assert first_look > 200  # the first look of a process lists every partition once
     assert second_look <= 8  # then the stream, and the partitions that received files within the horizon
+
+
+def test_a_task_looks_at_its_path_window_only_and_late_files_back_to_the_horizon(
+    tmp_path: Path, ls_calls: list[str]
+) -> None:
+    first = datetime(2026, 1, 1, tzinfo=UTC)
+    hive_history(tmp_path, first, hours=400, modified=False)  # 20,000 files over 17 days
+    start = first + 300 * HOUR
+    history = timedelta(days=2)
+    stream = FileStream(str(tmp_path), window_by="path", pattern="dt={date}/hour={hour}", history=history)
+    spec = InputSpec.of({"events": stream}, start, HOUR)
+    now = start + 2 * HOUR
+    late = tmp_path / f"dt={start - 24 * HOUR:%Y-%m-%d}" / f"hour={start - 24 * HOUR:%H}" / "late.parquet"
+    late.touch()  # a day late: inside the two days files may land in
+    too_late = tmp_path / f"dt={start - 72 * HOUR:%Y-%m-%d}" / f"hour={start - 72 * HOUR:%H}" / "late.parquet"
+    too_late.touch()  # three days late: its window is beyond the horizon
+
+    own = spec.look_own(now=now)
+    own_calls = len(ls_calls)
+    recent = spec.recent_units(now=now)
+    recent_calls = len(ls_calls) - own_calls
+    whole = spec.look(now=now)
+
+    assert own.units == whole.units
+    assert len(own.units) == PER_HOUR
+    assert own.final
+    assert own_calls == 3  # the stream, its day, its hour
+    since = now - history
+    expected = [u for u in (*whole.earlier, *whole.units) if u.window_start + HOUR > since]
+    assert recent == expected
+    assert len(recent) == PER_HOUR * 47 + 1  # the hours that ended within two days of now, and the late file
+    assert str(late.relative_to(tmp_path)) in {u.relative for u in recent}
+    assert str(too_late.relative_to(tmp_path)) not in {u.relative for u in recent}
+    assert recent_calls < 60  # the stream, three days, 48 hours; the whole listing reads every partition

@@ -56,16 +56,20 @@ def test_accepts_absolute_paths_and_uris(path: str) -> None:
         ({"path": "/d", "conn_id": ""}, "conn_id must be an Airflow connection id"),
         ({"path": "/d", "history": timedelta(0)}, "history must be a timedelta > 0"),
         ({"path": "/d", "history": 3600}, "history must be a timedelta > 0"),
-        (
-            {"path": "/d", "window_by": "path", "pattern": "dt={date}", "history": timedelta(days=1)},
-            "history= is only read with window_by='arrival'",
-        ),
     ],
 )
 def test_refuses_bad_fields_naming_them(fields: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidDeclaration, match="FileStream") as raised:
         FileStream(**fields)  # type: ignore[arg-type]
     assert message in str(raised.value)
+
+
+def test_horizon_is_the_history_and_at_least_a_window_and_its_lateness() -> None:
+    by_path = FileStream("/d", window_by="path", pattern="dt={date}", history=timedelta(days=7))
+    assert by_path.horizon(timedelta(hours=1)) == timedelta(days=7)
+    late = FileStream("/d", lateness=timedelta(hours=2), history=timedelta(hours=1))
+    assert late.horizon(timedelta(hours=1)) == timedelta(hours=3)
+    assert FileStream("/d").horizon(timedelta(hours=1)) is None, "no history: files may land for any window"
 
 
 def test_csv_with_schema_and_options() -> None:
