@@ -21,11 +21,11 @@ from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Result, Window
 from airflow_iqp.planning.record import PlanRecord
 from tests.ledger.helpers import T0, data_file, planned_window
+from tests.ledger.test_migrations import HEAD
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-HEAD = "0007"
 FILES = {
     "orders": [data_file("0000.parquet", "orders"), data_file("0001.parquet", "orders")],
     "lineitem": [data_file("0000.parquet", "lineitem")],
