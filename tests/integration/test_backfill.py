@@ -52,7 +52,7 @@ HISTORY = 3  # backfilled windows: more than the backfill runs at a time, so its
 # backfill twice as often (289 s for the test, against 218 with minutes, in our runs).
 LIVE_WINDOW = timedelta(minutes=1)
 LIVE_DEADLINE = timedelta(seconds=60)
-LIVE_WINDOWS = 2  # live windows to see past their deadlines, at least, beside the backfill
+LIVE_WINDOWS = 1  # live windows to see past their deadlines, at least, beside the backfill (each more: a minute)
 # Pessimistic for a job on the Connect server beside a whole Airflow on two cores (8-16 s a job
 # from grant to release, task start included), so each window is one batch and its merge.
 COST_MODEL = {"partial": {"points": [[20, 12.0], [2000, 16.0]]}, "merge": {"points": [[1, 10.0], [8, 12.0]]}}
