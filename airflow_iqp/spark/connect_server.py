@@ -6,8 +6,9 @@ The wheel ships the server (`jars/spark-connect_*.jar`) but not Spark's
 (`SPARK_CONNECT_AUTHENTICATE_TOKEN`; clients send it as `;token=` in the URL, in the clear only
 to the host `localhost`, otherwise they insist on TLS). A client that dies mid-job leaves its
 execution running until the server's detached-execution timeout: 30 s plus a 5 s sweep here,
-below the dispatcher's lease (`[iqp] lease_seconds`, 60 s by default), so a dead task's Spark
-work stops before its resource is granted on. The state directory holds the pid, the port, the
+longer than the dispatcher's lease (`[iqp] lease_seconds`, 10 s by default), so a dead task's
+Spark work may run on beside the next holder's job for a while; it commits nothing, since its
+commit checks the lease. The state directory holds the pid, the port, the
 token (mode 0600) and the server's log; the server leads its own process group, which `stop`
 ends.
 
