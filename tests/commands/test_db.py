@@ -58,7 +58,7 @@ def ledger(tmp_path: Path) -> str:
             end = START + timedelta(hours=1)
             window_id = store.record_plan(s, dag_id, START, end, end, 2, PlanRecord(), [batch])
             store.freeze_files(s, window_id, 0, {"lineitem": files})
-            store.record_merge(s, window_id, end, 2, "/work/result")
+            store.record_merge(s, window_id, end, 2, "/results/sales/result")
     return url
 
 

@@ -29,8 +29,8 @@ def merged(url: str, start: datetime, *names: str) -> int:
     with session_scope(url) as s:
         store.freeze_files(s, window_id, 0, {"sales": [data_file(n, modified=start) for n in names]})
         store.start_batch(s, window_id, 0)
-        store.finish_batch(s, window_id, 0, start, start, 10, 1.5, "/work/batch-0000")
-        store.record_merge(s, window_id, start + timedelta(seconds=11), 10, "/work/result")
+        store.finish_batch(s, window_id, 0, start, start, 10, 1.5, "/results/sales/batch-0000")
+        store.record_merge(s, window_id, start + timedelta(seconds=11), 10, "/results/sales/result")
         store.record_result(s, window_id, f"/results/{start:%Y%m%d}", 10, start + timedelta(seconds=11))
     return window_id
 
