@@ -35,7 +35,7 @@ dag = intermittent_query(
     output="{work}/results/{{dag_id}}/{{window_start}}",
     rate=ArrivalRate(files_per_second=2, rows_per_file=430),
     cost_model="{cost_model}",
-    start_date=datetime(2026, 1, 1, tzinfo=UTC),
+    {dates}
     work_dir="{work}",
     retry_delay=timedelta(seconds=3),
     {mode}
@@ -45,15 +45,31 @@ dag = intermittent_query(
 # costs 6.5 s and up.
 COST_MODEL = {"partial": {"points": [[430, 6.5], [17200, 26.0]]}, "merge": {"points": [[1, 5.0], [8, 6.0]]}}
 DYNAMIC = 'mode="dynamic", alpha={alpha}, tau_max=timedelta(seconds=40),'
+EVERY_WINDOW = "start_date=datetime(2026, 1, 1, tzinfo=UTC),"
+
+
+def one_window(start: datetime) -> str:
+    """The DAG's dates for only the window that opens at `start`."""
+    at = f'datetime.fromisoformat("{start.isoformat()}")'
+    return f"start_date={at}, end_date={at},"
 
 
 def write_dag(
-    env: AirflowEnv, dag_id: str, query: str, deadline: int, landing: Path, mode: str, static: dict[str, str]
+    home: Path,
+    dags: Path,
+    dag_id: str,
+    query: str,
+    deadline: int,
+    landing: Path,
+    mode: str,
+    static: dict[str, str],
+    dates: str = EVERY_WINDOW,
 ) -> None:
-    model = env.home / f"{query}.json"
+    """The DAG file in `dags`, its cost model and work directory in `home`."""
+    model = home / f"{query}.json"
     paths = {"spark_submit": COST_MODEL, "spark_connect": COST_MODEL}
     model.write_text(json.dumps({"query": query, "unit": "rows", "paths": paths}))
-    (env.dags / f"{dag_id}.py").write_text(
+    (dags / f"{dag_id}.py").write_text(
         DAG_FILE.format(
             dag_id=dag_id,
             query=query,
@@ -61,9 +77,10 @@ def write_dag(
             deadline=deadline,
             landing=landing,
             cost_model=model,
-            work=env.home / "work",
+            work=home / "work",
             mode=mode,
             static=static,
+            dates=dates,
         )
     )
 

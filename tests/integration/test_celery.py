@@ -13,7 +13,6 @@ first (the ledger's grants), every deadline met.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections import Counter
@@ -29,7 +28,7 @@ from airflow_iqp.ledger import migrate, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.dispatch_dags import COST_MODEL, DYNAMIC
+from tests.integration.dispatch_dags import DYNAMIC, one_window, write_dag
 from tests.integration.windows import check_window, declaration, replay
 from tests.postgres import create_database
 from tests.topology import WORKERS, Topology
@@ -50,49 +49,22 @@ QUERIES = {
     "iqp_c_q14": ("q14", 210, DYNAMIC.format(alpha=0.1)),
     "iqp_c_q1": ("q1", 270, ""),
 }
-DAG_FILE = """
-from datetime import datetime, timedelta
-from airflow_iqp import ArrivalRate, FileStream, intermittent_query
-
-dag = intermittent_query(
-    dag_id="{dag_id}",
-    query="{query}",
-    window=timedelta(seconds={window}),
-    deadline=timedelta(seconds={deadline}),
-    streams={{"lineitem": FileStream("{landing}/lineitem")}},
-    static={static},
-    output="{work}/results/{{dag_id}}/{{window_start}}",
-    rate=ArrivalRate(files_per_second=2, rows_per_file=430),
-    cost_model="{cost_model}",
-    start_date=datetime.fromisoformat("{start}"),
-    end_date=datetime.fromisoformat("{start}"),
-    work_dir="{work}",
-    retry_delay=timedelta(seconds=3),
-    {mode}
-)
-"""
 
 
 def write_dags(topology: Topology, stream: Path, landing: Path, start: datetime) -> None:
     """The three DAG files, each limited to the one window that opens at `start`."""
     static = {"part": str(stream / "static" / "part")}
     for dag_id, (query, deadline, mode) in QUERIES.items():
-        model = topology.home / f"{query}.json"
-        paths = {"spark_submit": COST_MODEL, "spark_connect": COST_MODEL}
-        model.write_text(json.dumps({"query": query, "unit": "rows", "paths": paths}))
-        (topology.dags / f"{dag_id}.py").write_text(
-            DAG_FILE.format(
-                dag_id=dag_id,
-                query=query,
-                window=WINDOW.total_seconds(),
-                deadline=deadline,
-                landing=landing,
-                static=static if query == "q14" else {},
-                work=topology.home / "work",
-                cost_model=model,
-                start=start.isoformat(),
-                mode=mode,
-            )
+        write_dag(
+            topology.home,
+            topology.dags,
+            dag_id,
+            query,
+            deadline,
+            landing,
+            mode,
+            static if query == "q14" else {},
+            one_window(start),
         )
 
 

@@ -147,7 +147,7 @@ class Runs:
 def slow_run(env: AirflowEnv, stream: Path) -> Run:
     """Declared at 2 files/s, replayed at 0.5."""
     landing = env.home / "landing"
-    write_dag(env, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
+    write_dag(env.home, env.dags, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
     process, start = replay(stream, landing, 0.5, SLOW_WINDOW, LEAD)
     try:
         run_dags({"iqp_slow_q6": env}, start)
