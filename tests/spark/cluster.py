@@ -146,8 +146,8 @@ def standalone_cluster(logs: Path, timeout: float = 90.0, worker_cores: int = 1)
 def _all_registered(cluster: Cluster) -> bool:
     try:
         return cluster.alive_workers() == WORKERS
-    except OSError:
-        return False  # the master's UI is not up yet
+    except (OSError, ValueError):
+        return False  # the master's UI is not up yet, or answers an empty page while it starts
 
 
 def _tails(logs: Path, lines: int = 8) -> str:
