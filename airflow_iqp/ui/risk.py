@@ -253,7 +253,9 @@ def _queue(
             queue[w.id] = _Queued(_candidate(w, waiting, served), _next_job(b, waiting.remaining_cost))
         elif b is not None and b.jobs and b.running_until is None and b.jobs[0].release <= now:
             if not any(r.state in OPEN_REQUEST_STATES for r in w.requests):
-                queue[w.id] = _Queued(_unregistered(w, b, b.jobs[0].release, served), b.jobs[0].seconds)
+                # not registered yet, so it registers now at the earliest (a merge is released at -inf)
+                ready = max(b.jobs[0].release, now)
+                queue[w.id] = _Queued(_unregistered(w, b, ready, served), b.jobs[0].seconds)
     return queue
 
 

@@ -166,6 +166,13 @@ def test_another_windows_landed_batch_counts_as_queued() -> None:
     assert forecast([mine, coming], at(200))[1] == at(200 + 20 + 30)  # not foreseen before it lands
 
 
+def test_another_windows_merge_all_partials_done_counts_as_queued_now() -> None:
+    # its partials are done and no request is open: its merge (released at -inf) queues now
+    mine = window(batches=(done(0, 60, 25.0), batch(1)), requests=(request(7, slot=1, registered_at=at(160)),))
+    merging = window(id=2, dag_id=OTHER, deadline=at(210), batches=(done(0, 60, 25.0),))
+    assert forecast([mine, merging], at(200))[1] == at(200 + 30 + 20 + 30)  # its merge ranks first (EDF)
+
+
 def test_an_expired_lease_frees_its_resource() -> None:
     mine = window(batches=(done(0, 60, 25.0), batch(1)))
     holder = holding_other(950, batch_cost=300.0, granted=100)
