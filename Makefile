@@ -1,5 +1,7 @@
 # `make demo` and `make test` each set themselves up: uv (installed with pip if missing),
-# then the environment pinned by uv.lock.
+# then the environment pinned by uv.lock, compiled to bytecode ahead: with PYTHONDONTWRITEBYTECODE
+# set (as on this machine) every Airflow process would otherwise compile each module it imports
+# again (a task process's imports: 2.5 CPU-s instead of 1.4; an IQP DAG file's parse 3.7 instead of 2.0).
 SHELL := /bin/bash
 UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 
@@ -8,7 +10,8 @@ UV := $(shell command -v uv 2>/dev/null || echo python3 -m uv)
 setup:
 	@command -v uv >/dev/null 2>&1 || python3 -m uv --version >/dev/null 2>&1 \
 		|| python3 -m pip install --quiet --user uv
-	$(UV) sync --locked
+	$(UV) sync --locked --compile-bytecode
+	$(UV) run --locked python -m compileall -q airflow_iqp
 
 demo: setup
 	$(UV) run --locked python -m airflow_iqp.demo
