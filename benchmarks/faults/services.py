@@ -32,15 +32,17 @@ if TYPE_CHECKING:
 
 RESTART_DELAY_S = 1.0
 SUBMIT_CONN_ID = "iqp_submit"  # the spark-submit path's connection; iqp_spark is the Connect server's
-# A deployment that wants a lost worker's task retried within a deadline: the supervisor of a task
+# A deployment that wants a lost component's work back within a deadline: the supervisor of a task
 # heartbeats every 5 s ([workers] min_heartbeat_interval), the schedulers fail a running task
-# without one for 10 s and look every 2 s; a scheduler silent for 15 s is dead, and the other
-# adopts its tasks at its next orphan check (every 5 s).
+# without one for 10 s and look every 2 s; a scheduler or triggerer silent for 15 s (three of its
+# 5 s heartbeats) is dead: the other scheduler adopts its tasks at its next orphan check (every
+# 5 s), the restarted triggerer takes over its triggers (Airflow's defaults: 300 s and 30 s).
 RECOVERY_ENV = {
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "10",
     "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
     "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
     "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
+    "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "15",
 }
 
 
