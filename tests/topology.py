@@ -112,32 +112,38 @@ class Topology:
             [str(BIN / "airflow"), *args], env=self.environ(), capture_output=True, text=True, timeout=timeout
         )
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str]) -> None:
-        """`argv` as the leader of a new process group (stop() ends the group), output to its log."""
-        with self.log(name).open("wb") as out:
+    def launch(self, name: str) -> int:
+        """Service `name` (or "redis") as the leader of a new process group (stop() ends the group),
+        output appended to its log; its pid. The fault trials' supervisor starts a killed one again."""
+        env = self.environ()
+        if name == "redis":
+            argv = ["redis-server", "--port", str(self.broker_port), "--bind", "127.0.0.1", "--save", ""]
+            argv, env = [*argv, "--appendonly", "no"], dict(os.environ)
+        else:
+            argv = [str(BIN / "airflow"), *services()[name]]
+        if name in WORKERS:
+            env |= {
+                "IQP_WORKER_NAME": name,
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname",
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            }
+        with self.log(name).open("ab") as out:
             self.running[name] = subprocess.Popen(
                 argv, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
             )
+        return self.running[name].pid
 
     def start(self, timeout: float = 240) -> float:
         """Redis, the metadata migrated, then every service; seconds until all are up."""
         started = time.monotonic()
         self.dags.mkdir(parents=True, exist_ok=True)
         self.log("-").parent.mkdir(exist_ok=True)
-        broker = ["redis-server", "--port", str(self.broker_port), "--bind", "127.0.0.1", "--save", "", "--appendonly"]
-        self._spawn("redis", [*broker, "no"], dict(os.environ))
+        self.launch("redis")
         migrated = self.airflow("db", "migrate")
         if migrated.returncode != 0:
             raise RuntimeError(f"airflow db migrate: {migrated.stderr[-3000:]}")
-        for name, args in services().items():
-            env = self.environ()
-            if name in WORKERS:
-                env |= {
-                    "IQP_WORKER_NAME": name,
-                    "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{__name__}.worker_hostname",
-                    "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-                }
-            self._spawn(name, [str(BIN / "airflow"), *args], env)
+        for name in services():
+            self.launch(name)
         self._wait_up(started + timeout)
         return time.monotonic() - started
 

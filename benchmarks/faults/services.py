@@ -1,10 +1,11 @@
 """The services a fault trial kills, each its own process group, restarted when it dies.
 
-`Services` runs what a deployment would run as separate units: two PostgreSQL clusters (Airflow's
-metadata, and our ledger, so restarting the ledger's server leaves Airflow's alone), a Spark
-Connect server, and Airflow's scheduler (LocalExecutor: task processes are its children, as in
-one container), triggerer, DAG processor and API server. A supervisor thread starts a component
-again a second after it exits, as systemd's `Restart=always` or a Kubernetes pod would.
+`Services` runs Airflow as several hosts would, on this machine: the Celery topology of
+tests/topology.py (Redis, two Celery workers, two schedulers, DAG processor, triggerer and API
+server; task processes are a worker's children, as on its host), its metadata on one PostgreSQL
+cluster and our ledger on another (so restarting the ledger's server leaves Airflow's alone), and a
+Spark Connect server. A supervisor thread starts a component again a second after it exits, as
+systemd's `Restart=always` or a Kubernetes pod would.
 """
 
 from __future__ import annotations
@@ -12,26 +13,37 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_iqp.demo.standalone import BIN, DemoAirflow, health
 from airflow_iqp.spark import connect_server
 from airflow_iqp.spark.connect_server import free_port
 from tests.postgres import PostgresCluster
+from tests.topology import WORKERS, Topology
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-AIRFLOW_COMPONENTS = ("scheduler", "triggerer", "dag-processor", "api-server")
 RESTART_DELAY_S = 1.0
 SUBMIT_CONN_ID = "iqp_submit"  # the spark-submit path's connection; iqp_spark is the Connect server's
+# A deployment that wants a lost component's work back within a deadline: the supervisor of a task
+# heartbeats every 5 s ([workers] min_heartbeat_interval), the schedulers fail a running task
+# without one for 10 s and look every 2 s; a scheduler or triggerer silent for 15 s (three of its
+# 5 s heartbeats) is dead: the other scheduler adopts its tasks at its next orphan check (every
+# 5 s), the restarted triggerer takes over its triggers (Airflow's defaults: 300 s and 30 s).
+RECOVERY_ENV = {
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "10",
+    "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
+    "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
+    "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "5",
+    "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "15",
+}
 
 
 def kill_group(pid: int) -> None:
@@ -99,12 +111,16 @@ class Services:
         self.connect_port = free_port()
         self.connect_token = "fault-trials-" + os.urandom(8).hex()
         self.components: dict[str, Component] = {}
-        self._popen: dict[str, subprocess.Popen[bytes]] = {}
         self._stopping = threading.Event()
         self._supervisor = threading.Thread(target=self._supervise, daemon=True, name="supervisor")
-        home = root / "airflow"
-        self.airflow = DemoAirflow(home=home, dags=home / "dags", ledger=home / "unused.db", extra_env={})
+        self.topology: Topology | None = None
         self.ledger = ""
+
+    @property
+    def airflow(self) -> Topology:
+        if self.topology is None:
+            raise RuntimeError("the services are not started")
+        return self.topology
 
     # -- start and stop -------------------------------------------------------------------------
 
@@ -117,79 +133,42 @@ class Services:
         from airflow_iqp.ledger import migrate
 
         migrate(self.ledger)
-        self.airflow.dags.mkdir(parents=True, exist_ok=True)
         server = connect_server.ConnectServer(0, self.connect_port, "local[2]", self.connect_state, self.connect_token)
-        self.airflow.port = free_port()
-        self.airflow.extra_env = {
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata,
-            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_ASYNC": metadata,
-            "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": self.ledger}),
-            "AIRFLOW_CONN_IQP_SPARK": json.dumps(server.connection()),
+        extra_env = {
+            **RECOVERY_ENV,
             f"AIRFLOW_CONN_{SUBMIT_CONN_ID.upper()}": json.dumps({"conn_type": "spark", "host": "local[2]"}),
-            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
             "AIRFLOW__IQP__RESOURCES": "1",
-            # A deployment that wants a dead worker's task retried soon: the scheduler fails a
-            # running task without heartbeats after this, and looks for orphans this often.
-            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
-            "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "30",
         }
         if self.lease_seconds is not None:
-            self.airflow.extra_env["AIRFLOW__IQP__LEASE_SECONDS"] = str(self.lease_seconds)
-        migrated = self.airflow.airflow("db", "migrate", timeout=600)
-        if migrated.returncode != 0:
-            raise RuntimeError(f"airflow db migrate failed:\n{migrated.stderr[-3000:]}")
+            extra_env["AIRFLOW__IQP__LEASE_SECONDS"] = str(self.lease_seconds)
+        self.topology = topology = Topology(
+            self.root / "airflow", metadata, self.ledger, server.connection(), extra_env
+        )
         self.components["connect-server"] = Component("connect-server", self._start_connect, _reaped_alive)
-        for name in AIRFLOW_COMPONENTS:
-            self.components[name] = Component(name, self._airflow_launcher(name), self._popen_alive(name))
-        for component in self.components.values():
-            component.start()
-        log(f"Spark Connect server on :{self.connect_port}; Airflow API on :{self.airflow.port}")
+        self.components["connect-server"].start()
+        up = topology.start(timeout=600)
+        for name, process in topology.running.items():
+            self.components[name] = Component(name, partial(topology.launch, name), self._running(name), process.pid)
+        log(f"Spark Connect server on :{self.connect_port}; Airflow API on :{topology.api_port}; up in {up:.0f} s")
         self._supervisor.start()
-        self.wait_healthy(300)
 
     def stop(self) -> None:
         self._stopping.set()
         if self._supervisor.is_alive():
             self._supervisor.join(timeout=10)
-        for component in self.components.values():
-            kill_group(component.pid)
-        for process in self._popen.values():
-            process.wait(timeout=30)
+        if self.topology is not None:
+            self.topology.stop()
+        connect = self.components.get("connect-server")
+        if connect is not None:
+            kill_group(connect.pid)
+            _reaped_alive(connect.pid)
         self.ledger_pg.stop()
         self.metadata_pg.stop()
 
-    def wait_healthy(self, timeout: float) -> float:
-        """Seconds until the API server reports every Airflow component healthy."""
-        started = time.monotonic()
-        while time.monotonic() - started < timeout:
-            status = health(self.airflow.api)
-            if status and all(s == "healthy" for s in status.values()):
-                return time.monotonic() - started
-            time.sleep(1)
-        raise TimeoutError(f"Airflow not healthy after {timeout:g} s: {health(self.airflow.api)}; see {self.root}")
-
     # -- the components ----------------------------------------------------------------------
 
-    def _airflow_launcher(self, name: str) -> Callable[[], int]:
-        def launch() -> int:
-            log = (self.root / "logs" / f"{name}.log").open("ab")
-            process = subprocess.Popen(
-                [str(BIN / "airflow"), *name.split()],
-                env=self.airflow.environ(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            log.close()
-            self._popen[name] = process
-            return process.pid
-
-        (self.root / "logs").mkdir(parents=True, exist_ok=True)
-        return launch
-
-    def _popen_alive(self, name: str) -> Callable[[int], bool]:
-        return lambda _pid: self._popen[name].poll() is None
+    def _running(self, name: str) -> Callable[[int], bool]:
+        return lambda _pid: self.airflow.running[name].poll() is None
 
     def _start_connect(self) -> int:
         server = connect_server.start(
@@ -213,23 +192,39 @@ class Services:
 
     # -- what a trial kills -------------------------------------------------------------------
 
-    def _metadata(self, sql: str, *params: str) -> list[tuple[str, ...]]:
+    def _metadata(self, sql: str, *params: object) -> list[tuple[str, ...]]:
         """Rows from Airflow's metadata database (the benchmark's look, never a task's)."""
         import psycopg
 
-        url = self.airflow.extra_env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("+psycopg", "")
-        with psycopg.connect(url) as conn:
+        with psycopg.connect(self.airflow.metadata.replace("+psycopg", "")) as conn:
             return [tuple(str(v) for v in row) for row in conn.execute(sql, params).fetchall()]
 
-    def running_task_ids(self, dag_id: str, task_id: str) -> list[str]:
-        """The ids of the running task instances of `task_id` (a task process is titled with its id)."""
-        query = "SELECT id FROM task_instance WHERE dag_id = %s AND task_id = %s AND state = 'running'"
-        return [row[0] for row in self._metadata(query, dag_id, task_id)]
+    def running_task_ids(self, dag_id: str, task_ids: tuple[str, ...]) -> list[str]:
+        """The ids of the running task instances of `task_ids` (a task process is titled with its id)."""
+        query = "SELECT id FROM task_instance WHERE dag_id = %s AND task_id = ANY(%s) AND state = 'running'"
+        return [row[0] for row in self._metadata(query, dag_id, list(task_ids))]
 
     def run_active(self, dag_id: str) -> bool:
         """Whether a run of `dag_id` is queued or running."""
         query = "SELECT count(*) FROM dag_run WHERE dag_id = %s AND state IN ('queued', 'running')"
         return self._metadata(query, dag_id)[0][0] != "0"
+
+    def kill_worker(self, name: str) -> bool:
+        """SIGKILL Celery worker `name` whole, as its host would go: its process group, and the task
+        processes under it, which Airflow puts in groups of their own. Whether the worker ran and is gone.
+        """
+        below = self.descendants(name)
+        killed = kill_running(self.components[name].pid, group=True)
+        for pid in below:
+            try:
+                os.killpg(pid, signal.SIGKILL) if os.getpgid(pid) == pid else os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+        return killed
+
+    def under_workers(self) -> dict[int, tuple[str, str]]:
+        """Pid -> (Celery worker, command line) of every process under either worker."""
+        return {pid: (name, line) for name in WORKERS for pid, line in self.descendants(name).items()}
 
     def descendants(self, name: str) -> dict[int, str]:
         """Pid -> command line of every process under component `name` (only ours: other Airflows

@@ -31,6 +31,7 @@ from airflow_iqp.tpch.manifest import MANIFEST_NAME, STREAM_DIR, load_manifest
 from airflow_iqp.tpch.replay import land_file
 from benchmarks.faults.services import SUBMIT_CONN_ID, kill_running, running
 from tests.oracle import arrived_in
+from tests.topology import SCHEDULERS
 
 if TYPE_CHECKING:
     import random
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
     from airflow_iqp.declaration import Declaration
     from benchmarks.faults.services import Services
 
-KINDS = ("worker", "triggerer", "scheduler", "driver", "connect-server", "postgres-restart")
+KINDS = ("worker", "celery-worker", "scheduler", "triggerer", "driver", "connect-server", "postgres-restart")
+JOB_TASKS = ("partial_aggregate", "final_merge")  # the tasks that run a Spark job
 DAG_ID = "fault_q6"
 WINDOW = timedelta(seconds=20)
 # Per path: a spark-submit job costs ~12 s more (JVM and session), so its deadline is longer.
@@ -118,6 +120,7 @@ class Trial:
         self.sources = sorted((stream / STREAM_DIR / "lineitem").glob("*.parquet"))
         self.rows_per_file = sum(f.rows for f in manifest.streams["lineitem"]) / manifest.files
         self.pg_back: datetime | None = None
+        self.component = kind  # the supervised component the kill takes down, if any
         self.path = "spark_submit" if kind == "driver" else "spark_connect"
         self.deadline = DEADLINES[self.path]
 
@@ -173,22 +176,28 @@ class Trial:
             after = self._postmaster()
             restarted = before is not None and after is not None and after != before and not running(before)
             return f"ledger PostgreSQL {before} (pg_ctl restart -m immediate)", killed_at, restarted
+        if self.kind == "scheduler":
+            self.component = f"scheduler-{self.rng.randint(1, SCHEDULERS)}"
         if self.kind in ("triggerer", "scheduler", "connect-server"):
-            pid = self.services.components[self.kind].pid
+            pid = self.services.components[self.component].pid
             killed_at = datetime.now(UTC)
-            return f"{self.kind} group {pid}", killed_at, kill_running(pid, group=True)
-        # worker or driver: the first partial that runs from the moment on
+            return f"{self.component} group {pid}", killed_at, kill_running(pid, group=True)
+        # worker, celery-worker or driver: the first job that runs from the moment on
         give_up = self.end + self.deadline
         while datetime.now(UTC) < give_up:
-            target = self._partial_process()
+            target = self._job_process()
             if target is not None:
-                pid, what = target
+                pid, worker, what = target
                 killed_at = datetime.now(UTC)
-                if kill_running(pid):
-                    return f"{what} {pid}", killed_at, True
+                if self.kind == "celery-worker":
+                    self.component = worker
+                    if self.services.kill_worker(worker):
+                        return f"{worker} group {self.services.components[worker].pid} ({what})", killed_at, True
+                elif kill_running(pid):
+                    return f"{what} {pid} on {worker}", killed_at, True
                 continue  # it ended before the signal: look for the next one
             time.sleep(0.2)
-        return "no partial ran after the moment", None, False
+        return "no job ran after the moment", None, False
 
     def _postmaster(self) -> int | None:
         """The pid of the ledger's PostgreSQL server (first line of its postmaster.pid)."""
@@ -197,18 +206,22 @@ class Trial:
         except (OSError, IndexError, ValueError):
             return None
 
-    def _partial_process(self) -> tuple[int, str] | None:
-        under = self.services.descendants("scheduler")
+    def _job_process(self) -> tuple[int, str, str] | None:
+        """(pid, Celery worker, what) of the process to kill: a partial's spark-submit JVM (driver),
+        a partial's task process (worker), or a partial's or the merge's (celery-worker).
+        """
+        under = self.services.under_workers()
         if self.kind == "driver":
-            for pid, line in under.items():
+            for pid, (worker, line) in under.items():
                 if "org.apache.spark.deploy.SparkSubmit" in line and "partial_job.py" in line:
-                    return pid, "spark-submit JVM"
+                    return pid, worker, "spark-submit JVM"
             return None
-        running = set(self.services.running_task_ids(DAG_ID, "partial_aggregate"))
-        for pid, line in under.items():
+        tasks = JOB_TASKS if self.kind == "celery-worker" else JOB_TASKS[:1]
+        running = set(self.services.running_task_ids(DAG_ID, tasks))
+        for pid, (worker, line) in under.items():
             words = line.split()
             if line.startswith("airflow worker -- ") and len(words) > 3 and words[3] in running:
-                return pid, "task process"
+                return pid, worker, "task process"
         return None
 
     # -- run and check ---------------------------------------------------------------------------
@@ -346,7 +359,7 @@ class Trial:
     def _restarted(self, killed_at: datetime | None) -> float | None:
         if killed_at is not None and self.pg_back is not None:  # the ledger's server
             return _between(killed_at, self.pg_back)
-        component = self.services.components.get(self.kind)
+        component = self.services.components.get(self.component)
         if killed_at is None or component is None:
             return None
         return min((_between(killed_at, r) for r in component.restarts if r >= killed_at), default=None)

@@ -39,7 +39,7 @@ def test_the_table_counts_only_exact_trials_without_duplicates():
     rows = _rows(out)
     assert len(rows) == 4
     assert "| NO |" in rows[1]
-    assert out.rstrip().endswith("2/4 exact\nno kill: 0")
+    assert out.rstrip().endswith("0/4 deadlines met\n2/4 exact\nno kill: 0")
 
 
 def test_a_trial_whose_kill_did_not_happen_is_counted_apart_not_as_exact():
