@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 QUERIES = ("q1", "q3", "q4", "q6", "q9", "q10", "q12", "q14", "q19", "cq1", "cq2", "cq3", "cq4")
 ORDERS_PER_FILE = 500  # Tier S's density: scale 0.1 (150,000 orders) over 300 files
 SYSTEMS = ("one-shot", "ours-tight", "ours-loose", *TRIGGERS)
-QUICK = {"span": 45.0, "files": 15}
+QUICK = {"span": 30.0, "files": 15}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

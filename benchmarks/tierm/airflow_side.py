@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 ALPHA = 0.5
 TAU_MAX_S = 30.0
-LEAD = timedelta(seconds=40)  # the DAG files parsed and (ours) the runs created before the window opens
+LEAD = timedelta(seconds=30)  # the DAG files parsed and (ours) the runs created before the window opens
 AFTER_S = 300.0  # how long after the last deadline results are still awaited
 SETTINGS = {
     "AIRFLOW__IQP__POLICY": "llf",
@@ -78,16 +78,18 @@ dag = intermittent_query(
 ONE_SHOT_DAG = """
 from datetime import datetime, timedelta
 from pathlib import Path
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, DeltaDataIntervalTimetable, task
 
+# A data-interval timetable runs each interval at its end: here once, when the window closes
+# (a bare timedelta would run it at the interval's start).
 with DAG(
     dag_id="{dag_id}",
-    schedule=timedelta(seconds={window}),
+    schedule=DeltaDataIntervalTimetable(timedelta(seconds={window})),
     start_date=datetime.fromisoformat("{start}"),
     end_date=datetime.fromisoformat("{start}"),
     catchup=False,
     tags=["tier-m", "one-shot"],
-):
+) as dag:
 
     @task(retries=0)
     def run_once() -> None:
