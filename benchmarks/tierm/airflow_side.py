@@ -46,7 +46,9 @@ if TYPE_CHECKING:
 
 ALPHA = 0.5
 TAU_MAX_S = 30.0
-LEAD = timedelta(seconds=30)  # the DAG files parsed and (ours) the runs created before the window opens
+# Before the window opens: ours' DAG files parsed and runs created (the run plans at the start);
+# the one-shot DAGs only need parsing before the window closes.
+LEAD = {"ours": timedelta(seconds=30), "one-shot": timedelta(seconds=5)}
 AFTER_S = 300.0  # how long after the last deadline results are still awaited
 SETTINGS = {
     "AIRFLOW__IQP__POLICY": "llf",
@@ -174,7 +176,8 @@ class AirflowWindow:
         shutil.rmtree(self.work, ignore_errors=True)
         self.landing.mkdir(parents=True)
         window = timedelta(seconds=self.stream.span_s)
-        steps = -(-(datetime.now(UTC) + LEAD - ORIGIN) // window)
+        lead = LEAD["one-shot" if self.one_shot else "ours"]
+        steps = -(-(datetime.now(UTC) + lead - ORIGIN) // window)
         self.start = ORIGIN + steps * window
         for query in self.stream.queries:
             text = self._one_shot_dag(query) if self.one_shot else self._iqp_dag(query)
@@ -236,7 +239,7 @@ class AirflowWindow:
         give_up = end + timedelta(seconds=last_deadline_s + AFTER_S)
         found: dict[str, QueryResult] = {}
         while datetime.now(UTC) < give_up:
-            found = {q: r for q in self.stream.queries if (r := self.result(q)) is not None}
+            found |= {q: r for q in self.stream.queries if q not in found and (r := self.result(q)) is not None}
             if len(found) == len(self.stream.queries) and not self._runs_active():
                 break
             time.sleep(2)

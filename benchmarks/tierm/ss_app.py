@@ -161,14 +161,22 @@ def run(spec: dict[str, Any], messages: Messages) -> None:
     for stream in every_stream:
         (views.directory / stream).mkdir(parents=True, exist_ok=True)
         shutil.copy(producer.stream_files(source, stream)[0], views.directory / stream)
-    for query in list(queries):
-        try:
-            query.start(spark, views, "availableNow", 0.0, workdir / "warm-up" / "checkpoints" / query.name)
-        except Exception as err:
-            if type(err).__name__ not in REFUSALS:
-                raise
-            refused[query.name] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
-            queries.remove(query)
+    # All at once (started one by one, since each rebinds the views); a query Spark refuses to
+    # analyse or to run as a stream is refused, the others go on.
+    for step in ("start", "end"):
+        for query in list(queries):
+            try:
+                if step == "start":
+                    checkpoint = workdir / "warm-up" / "checkpoints" / query.name
+                    query.start(spark, views, "availableNow", 0.0, checkpoint, wait=False)
+                elif query.handle is not None:
+                    query.handle.awaitTermination()
+            except Exception as err:
+                if type(err).__name__ not in REFUSALS:
+                    raise
+                refused[query.name] = f"{type(err).__name__}: {err}".splitlines()[0][:300]
+                queries.remove(query)
+    for query in queries:
         query.upserts = Upserts(query.form.key_positions)
         query.handle = None
     for query in queries:
