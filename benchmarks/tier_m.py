@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.spark_worker import batch_truth
-from benchmarks.tierm.airflow_side import AirflowWindow, Stream, start_services
+from benchmarks.tierm.airflow_side import AirflowWindow, Stream, tier_services
 from benchmarks.tierm.deadlines import connect_model, deadline_offsets, single_batch_cost
 from benchmarks.tierm.run import QueryResult, SystemRun
 from benchmarks.tierm.streaming import TRIGGERS, run_streaming
@@ -104,8 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     airflow_systems = [s for s in systems if s not in TRIGGERS]
     last = max(deadlines["loose"].values())
     if airflow_systems:
-        services = start_services(out / "airflow", log)
+        services = tier_services(out / "airflow")
         try:
+            services.start(log)
             computing.join()
             log("truth computed; Airflow up")
             for config in airflow_systems:

@@ -39,7 +39,7 @@ from benchmarks.ssbench.shape import is_ordered
 from benchmarks.tierm.run import QueryResult, SystemRun
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Mapping, Sequence
 
     from benchmarks.ssbench.check import Row
     from tests.postgres import PostgresCluster
@@ -122,11 +122,11 @@ class TierAirflow(DemoAirflow):
         return {**super().environ(), **SETTINGS}
 
 
-def start_services(root: Path, log: Callable[[str], None]) -> Services:
+def tier_services(root: Path) -> Services:
+    """The fault trials' services with Tier M's Airflow settings; `start()` brings them up."""
     services = Services(root)
     home = services.airflow.home
     services.airflow = TierAirflow(home=home, dags=home / "dags", ledger=home / "unused.db", extra_env={})
-    services.start(log)
     return services
 
 
