@@ -30,6 +30,7 @@ from airflow_iqp.constants import WindowStatus
 from airflow_iqp.demo.standalone import DemoAirflow
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
+from airflow_iqp.spark.connect_server import CLIENT_HOST
 from airflow_iqp.streams.assign import ORIGIN
 from benchmarks.faults.services import Services
 from benchmarks.ssbench import producer
@@ -205,7 +206,7 @@ class AirflowWindow:
         )
 
     def _one_shot_dag(self, query: str) -> str:
-        url = f"sc://127.0.0.1:{self.services.connect_port}/;token={self.services.connect_token}"
+        url = f"sc://{CLIENT_HOST}:{self.services.connect_port}/;token={self.services.connect_token}"
         return ONE_SHOT_DAG.format(
             dag_id=self.dag_id(query),
             window=self.stream.span_s,
