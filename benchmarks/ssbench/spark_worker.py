@@ -36,16 +36,18 @@ WATERMARK = "10 seconds"  # event time advances 1 s per file, so state is evicte
 
 
 class Worker:
-    """One `python -m benchmarks.ssbench.worker` process and its JSON-lines conversation."""
+    """One `python -m benchmarks.ssbench.worker` process (or another `module` that speaks its JSON
+    lines) and its JSON-lines conversation.
+    """
 
-    def __init__(self, spec: Mapping[str, Any], workdir: Path) -> None:
+    def __init__(self, spec: Mapping[str, Any], workdir: Path, module: str = "benchmarks.ssbench.worker") -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         spec_path = workdir / "spec.json"
         spec_path.write_text(json.dumps(spec, indent=2))
         self.log_path = workdir / "worker.log"
         with self.log_path.open("w") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.ssbench.worker", str(spec_path)],
+                [sys.executable, "-m", module, str(spec_path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=log,

@@ -206,8 +206,11 @@ def _writer(
     upserts: Upserts,
     checkpoint: Path,
     name: str,
+    wait: bool = True,
 ) -> StreamingQuery:
-    """Start the streaming query; with availableNow, return once it has read everything there is."""
+    """Start the streaming query; with availableNow (and `wait`), return once it has read
+    everything there is.
+    """
     writer = spark.sql(form.sql).writeStream.outputMode(form.mode.value).option("checkpointLocation", str(checkpoint))
     if form.mode is OutputMode.COMPLETE:
         writer = writer.format("memory").queryName(name)
@@ -218,7 +221,7 @@ def _writer(
     elif trigger == "availableNow":
         writer = writer.trigger(availableNow=True)
     handle = writer.start()
-    if trigger == "availableNow":
+    if trigger == "availableNow" and wait:
         handle.awaitTermination()  # raises the query's failure
     return handle
 

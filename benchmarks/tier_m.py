@@ -1,0 +1,161 @@
+"""Tier M: the 13 packaged queries on one replayed window, end to end, cost in CPU-seconds.
+
+Run (one heavy job at a time on this machine):
+    flock /tmp/iqp-heavy.lock uv run python benchmarks/tier_m.py --quick
+
+Systems, each on its own fresh replay of the same generated stream:
+- ours-tight, ours-loose: 13 IQP DAGs (dynamic, alpha 0.5) in a real Airflow (scheduler,
+  triggerer, DAG processor, API server, LocalExecutor task processes; metadata and ledger on
+  PostgreSQL) sharing one Spark Connect server through the dispatcher (LLF), declared with the
+  tight and the loose deadlines;
+- one-shot: one scheduled Airflow task per query that runs it once after the window closes, on
+  the same Airflow and Connect server;
+- SS-default, SS-pt (processing time span / 7.5), SS-once (availableNow at the window close):
+  one Structured Streaming application running the 13 queries.
+Deadlines: window end + 10 s + delta x the cumulative single-batch costs (benchmarks/tierm/deadlines.py).
+Cost: CPU-seconds over the span of every process a system needs (ours and one-shot: the Connect
+server, each Airflow process, the task processes, Airflow's metadata database and the ledger's,
+reported apart; streaming: its whole application). Results are checked against one Spark SQL pass.
+Writes runs.jsonl and tables.txt into --out and prints the tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from dataclasses import asdict
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from airflow_iqp.queries import load_query
+from benchmarks.ssbench import producer
+from benchmarks.ssbench.spark_worker import batch_truth
+from benchmarks.tierm.airflow_side import AirflowWindow, Stream, tier_services
+from benchmarks.tierm.deadlines import connect_model, deadline_offsets, single_batch_cost
+from benchmarks.tierm.run import QueryResult, SystemRun
+from benchmarks.tierm.streaming import TRIGGERS, run_streaming
+from benchmarks.tierm.table import airflow_per_task, parts, per_query, totals
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+QUERIES = ("q1", "q3", "q4", "q6", "q9", "q10", "q12", "q14", "q19", "cq1", "cq2", "cq3", "cq4")
+ORDERS_PER_FILE = 500  # Tier S's density: scale 0.1 (150,000 orders) over 300 files
+SYSTEMS = ("one-shot", "ours-tight", "ours-loose", *TRIGGERS)
+QUICK = {"span": 30.0, "files": 15}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument(
+        "--quick", action="store_true", help=f"a short window: {QUICK['span']:g} s, {QUICK['files']} files"
+    )
+    parser.add_argument("--span", type=float, default=1200.0, help="the window, in seconds of real time")
+    parser.add_argument("--files", type=int, default=600, help="files per stream over the window")
+    parser.add_argument("--deltas", default="1,3", help="tight,loose: the deadline's multiple of the cumulative costs")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument("--data", type=Path, default=Path("data/tier-m"), help="where the stream is generated")
+    parser.add_argument("--out", type=Path, help="results directory (default: under --data, by time)")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.span, args.files = QUICK["span"], QUICK["files"]
+    unknown = sorted(set(args.systems.split(",")) - set(SYSTEMS))
+    if unknown:
+        parser.error(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    return args
+
+
+def log(message: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {message}", flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    began = time.monotonic()
+    tight, loose = (float(d) for d in args.deltas.split(","))
+    systems = [s for s in SYSTEMS if s in args.systems.split(",")]
+    scale = args.files * ORDERS_PER_FILE / 1_500_000
+    source = (args.data / f"s{scale:g}-f{args.files}").absolute()
+    out = (args.out or args.data / time.strftime("results-%Y%m%d-%H%M%S")).absolute()
+    (out / "models").mkdir(parents=True, exist_ok=True)
+    manifest = producer.ensure_stream(source, scale, args.files)
+    log(f"stream: {source} ({args.files} files, scale {scale:g}, span {args.span:g} s)")
+    rows = {q: sum(f.rows for s in _streams(q) for f in manifest.streams[s]) for q in QUERIES}
+    models = {q: connect_model(q, out / "models") for q in QUERIES}
+    costs = {q: single_batch_cost(models[q], rows[q]) for q in QUERIES}
+    deadlines = {"tight": deadline_offsets(costs, QUERIES, tight), "loose": deadline_offsets(costs, QUERIES, loose)}
+    truth: dict[str, list[tuple[float | str | None, ...]]] = {}
+    computing = threading.Thread(target=lambda: truth.update(batch_truth(source, QUERIES, out / "truth")))
+    computing.start()
+    stream = Stream(
+        source=source,
+        queries=QUERIES,
+        span_s=args.span,
+        speedup=manifest.seconds_per_file * args.files / args.span,
+        truth=truth,
+        models=models,
+        rows_per_file={q: rows[q] / args.files for q in QUERIES},
+    )
+    runs: list[SystemRun] = []
+    airflow_systems = [s for s in systems if s not in TRIGGERS]
+    last = max(deadlines["loose"].values())
+    if airflow_systems:
+        services = tier_services(out / "airflow")
+        try:
+            services.start(log)
+            computing.join()
+            log("truth computed; Airflow up")
+            for config in airflow_systems:
+                offsets = {} if config == "one-shot" else deadlines[config.removeprefix("ours-")]
+                window = AirflowWindow(services, stream, config, out / config, offsets)
+                runs.append(_logged(config, partial(window.run, last)))
+        finally:
+            services.stop()
+    computing.join()
+    for config in (s for s in systems if s in TRIGGERS):
+        runs.append(_logged(config, partial(run_streaming, config, stream, out / config, last)))
+    with (out / "runs.jsonl").open("w") as sink:
+        for run in runs:
+            sink.write(json.dumps(asdict(run)) + "\n")
+    tables = "\n\n".join(
+        [
+            f"Tier M: {len(QUERIES)} queries, {args.files} files over {args.span:g} s, deltas {tight:g} (tight) and "
+            f"{loose:g} (loose)",
+            totals(runs, deadlines),
+            per_query(runs, deadlines, costs),
+            airflow_per_task(runs),
+            parts(runs),
+        ]
+    )
+    (out / "tables.txt").write_text(tables + "\n")
+    print(tables)
+    log(f"{len(runs)} runs in {time.monotonic() - began:.0f} s; rows and tables in {out}")
+    return 0
+
+
+def _streams(query: str) -> tuple[str, ...]:
+    return load_query(query).streams
+
+
+def _logged(config: str, run: Callable[[], SystemRun]) -> SystemRun:
+    """Run one system; a failure becomes a run with no results, so the others still run."""
+    log(f"{config}: running")
+    try:
+        found = run()
+    except Exception as err:
+        log(f"{config}: failed: {type(err).__name__}: {err}")
+        failed = QueryResult(None, None, False, f"{type(err).__name__}: {err}"[:200])
+        return SystemRun(config, {}, 0, 0.0, dict.fromkeys(QUERIES, failed), 0.0)
+    exact = sum(r.exact for r in found.queries.values())
+    log(f"{config}: {found.total:.1f} CPU-s over {found.span_s:.0f} s; {exact}/{len(QUERIES)} exact")
+    for query, why in found.refused.items():
+        log(f"{config}: {query} refused: {why}")
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+import pytest
+
+from benchmarks.tierm.deadlines import REACTION_S, connect_model, deadline_offsets, single_batch_cost
+from benchmarks.tierm.run import QueryResult, SystemRun
+from benchmarks.tierm.table import totals
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+
+def test_deadlines_grow_with_the_cumulative_costs_in_the_given_order() -> None:
+    offsets = deadline_offsets({"a": 2.0, "b": 3.0, "c": 1.0}, ["b", "a", "c"], delta=2.0)
+    assert offsets == {"b": REACTION_S + 6.0, "a": REACTION_S + 10.0, "c": REACTION_S + 12.0}
+
+
+def test_a_query_fitted_without_a_connect_section_plans_with_its_in_process_one(tmp_path: Path) -> None:
+    written = json.loads(connect_model("q3", tmp_path).read_text())
+    assert list(written["paths"]) == ["spark_connect"]
+    assert single_batch_cost(tmp_path / "q3.json", 10_000) > single_batch_cost(tmp_path / "q3.json", 1_000) > 0
+
+
+def _run(config: str, cpu: dict[str, float], ready: float | None, exact: bool = True) -> SystemRun:
+    return SystemRun(config, cpu, 2**30, 60.0, {"q1": QueryResult(ready, 1.0, exact)}, 0.0)
+
+
+def test_a_result_counts_only_if_exact_and_in_time_and_a_refused_query_not_at_all() -> None:
+    assert _run("x", {}, 5.0).met("q1", 5.0) is True
+    assert _run("x", {}, 5.1).met("q1", 5.0) is False
+    assert _run("x", {}, 1.0, exact=False).met("q1", 5.0) is False
+    refused = SystemRun("x", {}, 0, 0.0, {}, 0.0, refused={"q1": "a subquery on a stream"})
+    assert refused.met("q1", 5.0) is None
+
+
+def test_the_total_divides_by_ours_and_shows_airflows_share() -> None:
+    ours = _run("ours-loose", {"spark": 10.0, "scheduler": 5.0, "tasks": 5.0}, 1.0)
+    streaming = _run("SS-default", {"spark": 60.0}, 1.0)
+    table = totals([ours, streaming], {"tight": {"q1": 0.5}, "loose": {"q1": 2.0}})
+    lines = table.splitlines()
+    assert lines[2].split("|")[6].strip() == "50%"  # Airflow's share of ours
+    assert lines[3].split("|")[8].strip() == "3.00x"  # streaming / ours-loose
+    assert lines[3].split("|")[10:12] == [" 0/1 ", " 1/1 "]  # met tight, met loose
+    assert ours.airflow == pytest.approx(10.0)
