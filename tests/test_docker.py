@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from benchmarks.faults.services import RECOVERY_ENV
 from tests import topology
 
 if TYPE_CHECKING:
@@ -176,3 +177,10 @@ def test_the_example_dags_parse_with_the_compose_environment_and_work_on_the_sha
     without = {k: v for k, v in env.items() if k != "IQP_WORK_DIR"}
     refused = load_examples(DOCKER.parent / "dags", without)
     assert all("declare work_dir" in str(found) for found in refused.values()), refused
+
+
+def test_the_compose_file_notices_a_lost_component_as_the_fault_trials_do() -> None:
+    """The recovery settings the 30 Celery fault trials met every deadline with, on every Airflow service."""
+    for name, service in compose()["services"].items():
+        if name.startswith("airflow-"):
+            assert RECOVERY_ENV.items() <= service["environment"].items(), name
