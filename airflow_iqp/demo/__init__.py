@@ -1,7 +1,8 @@
 """`make demo`: the example DAGs on a live, embedded Airflow, end to end.
 
 `python -m airflow_iqp.demo` generates a small TPC-H stream, starts a Spark Connect server
-(local[2]; IQP_DEMO_PATH=spark_submit runs every job as a spark-submit instead) and `airflow
+(local[2], warmed up with the example queries' own jobs, `warm`; IQP_DEMO_PATH=spark_submit
+runs every job as a spark-submit instead) and `airflow
 standalone` (SQLite, LocalExecutor) under ./.demo/, replays one two-minute window at twice
 the generated rate, unpauses the example DAGs, waits until their window is merged, prints per
 window batches, tuples, predicted vs actual cost, deadline and result rows, and checks every

@@ -280,9 +280,10 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
 
-def spark_connection(path: ExecutionPath, started: float) -> dict[str, object]:
+def spark_connection(path: ExecutionPath, started: float, source: Path, queries: list[str]) -> dict[str, object]:
     """The `iqp_spark` connection of the demo: a Spark Connect server of its own on a free port
-    (started here), or spark-submit on local[2].
+    (started here and warmed up with the `queries`' own jobs over the stream at `source`:
+    `demo.warm`), or spark-submit on local[2].
     """
     if path is ExecutionPath.SPARK_SUBMIT:
         log("jobs run with spark-submit on local[2] (IQP_DEMO_PATH=spark_submit)", started)
@@ -296,6 +297,12 @@ def spark_connection(path: ExecutionPath, started: float) -> dict[str, object]:
     except ConnectServerError as err:
         raise RuntimeError(str(err)) from None
     log(f"Spark Connect server up in {time.monotonic() - t:.1f}s at {server.url} (log {server.log})", started)
+    from airflow_iqp.demo.warm import warm_up
+
+    t = time.monotonic()
+    warmed = warm_up(server.url_with_token, source, queries, DEMO_DIR / "warm-up")
+    jobs = "; ".join(f"{name} " + ", ".join(f"{s:.1f}" for s in seconds) for name, seconds in warmed.items())
+    log(f"server warmed up with the examples' jobs in {time.monotonic() - t:.1f}s (partial, merge s: {jobs})", started)
     return server.connection()
 
 
@@ -424,7 +431,7 @@ def main() -> int:
     standalone = replay = None
     failed = True
     try:
-        spark_conn = spark_connection(path, started)
+        spark_conn = spark_connection(path, started, source, [e.query for e in loaded])
         window_start = next_window_start(datetime.now(UTC) + STARTUP, window)
         airflow = DemoAirflow(
             home=home,
