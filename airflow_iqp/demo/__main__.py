@@ -507,7 +507,14 @@ def main() -> int:
             checked = verify(rows, loaded, started)
             ordered += [checked[e.query] for e in loaded]
 
-        from airflow_iqp.demo.summary import batches_table, errors_table, grant_rows, grants_table, windows_table
+        from airflow_iqp.demo.summary import (
+            batches_table,
+            errors_table,
+            grant_rows,
+            grants_table,
+            window_errors,
+            windows_table,
+        )
         from airflow_iqp.ledger import session_scope
 
         print("\nWindows (times relative to the window end):")
@@ -520,6 +527,7 @@ def main() -> int:
             print(batches_table([r for r in ordered if r.window_start == start]))
         print("\nPredicted against actual cost, per window (a calibration predicts nothing):")
         print(errors_table(ordered))
+        print(window_errors(ordered))
         with session_scope(ledger_url) as session:
             grants = grant_rows(session, window_start - window)
         print(f"\nDispatcher grants of the Spark resource (policy {POLICY}; times from the first window's start):")
