@@ -49,8 +49,8 @@ import numpy as np
 from airflow_iqp.constants import CostSource, ExecutionPath, JobKind
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.learning.fit import MAX_KNOTS, MIN_SECONDS, along, fit_piecewise, proportional_tail
-from airflow_iqp.learning.prior import fit_on_prior, scale_on, shape
-from airflow_iqp.learning.warmup import warm_up_suspects
+from airflow_iqp.learning.prior import fit_on_prior
+from airflow_iqp.learning.warmup import falls_with_size, warm_up_suspects
 from airflow_iqp.planning.cost import PiecewiseLinearCost
 from airflow_iqp.validation import number, whole_number
 
@@ -309,14 +309,11 @@ def _fit_kind(observations: list[Observation], prior: PiecewiseLinearCost | None
     weights = weights[kept]
     model, parameters = _shape(sizes, seconds, weights, prior)
     # Screen for warm-ups against the fit, or, while the fit has no timing to spare (it passes
-    # through them all), against the prior's shape at its one scale.
-    reference = None
+    # through them all), for a cost that fell as the size grew.
     if len(sizes) > parameters:
-        reference = along(model.points, np.maximum(sizes, 1))
-    elif prior is not None:
-        curve = shape(prior)
-        reference = scale_on(curve, sizes, seconds, weights) * along(curve, np.maximum(sizes, 1))
-    suspects = np.zeros(len(sizes), dtype=bool) if reference is None else warm_up_suspects(seconds, reference)
+        suspects = warm_up_suspects(seconds, along(model.points, np.maximum(sizes, 1)))
+    else:
+        suspects = falls_with_size(sizes, seconds)
     if suspects.any():
         sizes, seconds, weights = sizes[~suspects], seconds[~suspects], weights[~suspects]
         model, parameters = _shape(sizes, seconds, weights, prior)

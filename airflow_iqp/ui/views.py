@@ -112,7 +112,11 @@ def merge_request(w: WindowRow) -> RequestRow | None:
 
 
 def merge_cost(w: WindowRow) -> float | None:
-    """Seconds the merge ran: from its grant to the window's finish."""
+    """Seconds the merge ran: its job as the ledger observed it (`read.merge_seconds`: what the
+    cost model is fitted to and `single_batch` prices), else from its grant to the window's finish.
+    """
+    if w.merge_seconds is not None:
+        return w.merge_seconds
     merge = merge_request(w)
     if merge is None or merge.granted_at is None or w.actual_finish is None:
         return None

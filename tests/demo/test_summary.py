@@ -21,6 +21,7 @@ from airflow_iqp.demo.summary import (
     file_count,
     format_table,
     wait_s,
+    window_errors,
     window_row,
     windows_table,
 )
@@ -174,6 +175,7 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
     assert len(errors) == 3
     # batches 45 s and 65 s predicted, 25 s each taken; the merge 25 s predicted, 20 s taken
     assert errors[2].split()[-5:] == ["iqp_q6", "2/2", "120%", "+160%", "+25%"]
+    assert window_errors([row]) == "window 12:00:00-12:02:00: 2 batch(es) predicted, median |error| 120%, worst +160%"
 
 
 def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:

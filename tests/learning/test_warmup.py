@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from airflow_iqp.learning.warmup import WARM_UP_FACTOR, warm_up_suspects
+from airflow_iqp.learning.warmup import WARM_UP_FACTOR, falls_with_size, warm_up_suspects
 
 
 def suspects(ratios: list[float]) -> list[int]:
@@ -41,3 +41,14 @@ def test_noisy_timings_raise_the_line() -> None:
 
 def test_faster_jobs_are_never_suspects() -> None:
     assert suspects([0.1, 1.0, 0.2, 1.0]) == []
+
+
+def test_with_no_reference_only_a_cost_that_fell_as_the_size_grew_is_a_suspect() -> None:
+    def fell(sizes: list[int], seconds: list[float]) -> list[int]:
+        return np.flatnonzero(falls_with_size(np.array(sizes, float), np.array(seconds))).tolist()
+
+    assert fell([2000, 58_000], [8.5, 3.3]) == [0]  # the demo's first q6 batch on a fresh server
+    assert fell([149_475, 878_485], [2.0, 2.63]) == []  # slower per row, not slower: no warm-up
+    assert fell([17_000, 363_000], [2.36, 1.99]) == []  # a flat cost's noise is under the factor
+    assert fell([58_000, 2000], [8.5, 3.3]) == []  # a larger job may take longer
+    assert fell([2000, 58_000], [3.3, 8.5]) == []

@@ -121,3 +121,20 @@ def test_dispatcher_rows(seeded: Seeded) -> None:
     assert [e.request for e in holder.ranking][0] == holder.id
     assert {rows.ranked_dags[e.request] for e in holder.ranking} == {SECRET_DAG, SALES_DAG}
     assert set(rows.last_served) == {SALES_DAG, SECRET_DAG}  # the dispatcher's requests name their DAG
+
+
+def test_a_merged_windows_merge_seconds_are_its_dags_merge_observation_at_its_finish(seeded: Seeded) -> None:
+    with session_scope(seeded.url) as s:
+        sales = read.query_of_dag(s, SALES_DAG)
+        assert sales is not None
+        met = next(w for w in read.windows(s, sales, 10) if w.id == seeded.met)
+        assert met.actual_finish is not None
+        # Another DAG's merge at the same time is not its.
+        store.record_cost_observation(
+            s, SECRET_DAG, ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, 99.0, observed_at=met.actual_finish
+        )
+    with session_scope(seeded.url, read_only=True) as s:
+        rows = {w.id: w for w in read.windows(s, sales, 10)}
+    assert rows[seeded.met].merge_seconds == MERGE_COST
+    assert rows[seeded.late].merge_seconds == MERGE_COST
+    assert rows[seeded.at_risk].merge_seconds is None  # open: not merged yet

@@ -141,6 +141,16 @@ def test_cost_ratio_is_the_windows_jobs_against_one_batch_over_its_rows(a: float
     assert summary.cost_ratio == pytest.approx((a + b + finish - 640) / single)
 
 
+def test_the_merge_costs_what_its_job_took_as_the_ledger_observed_it() -> None:
+    """A merge granted as the last batch ended waits for its task to start: in a demo, 3.3 s from
+    the grant to the finish for a 1.8 s job. The one batch it is compared with prices the job."""
+    model = model_of([(1000, 9.0), (3000, 17.0)], merge=30.0)
+    w = merged(700.0, merge_seconds=30.0, actual_tuples=4000)  # granted at 640 s: 60 s to the finish
+    summary = views.summarize(w, at(2000), model)
+    assert summary.cost_s == pytest.approx(25.0 + 20.0 + 30.0)
+    assert summary.cost_ratio == pytest.approx(75.0 / (5 + 4000 / 250 + 30))
+
+
 def test_no_cost_ratio_before_the_merge_or_without_a_learned_model() -> None:
     model = model_of([(1000, 9.0), (3000, 17.0)], merge=30.0)
     open_window = views.summarize(window(batches=(done(0, 60, 25.0), batch(1))), at(700), model)
