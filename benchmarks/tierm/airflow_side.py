@@ -1,6 +1,6 @@
 """Ours and the one-shot baseline, each as 13 DAGs in one real Airflow on one replayed window.
 
-The services are the fault trials' (`benchmarks.faults.services.Services`): metadata and ledger
+The services are Tier M's own (`benchmarks.tierm.services.Services`): metadata and ledger
 on two PostgreSQL clusters, one Spark Connect server (local[2]), and Airflow's scheduler
 (LocalExecutor: the task processes are its children), triggerer, DAG processor and API server,
 each its own process group. Here the dispatcher ranks by least laxity (LLF).
@@ -32,12 +32,12 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.queries import load_query
 from airflow_iqp.spark.connect_server import CLIENT_HOST
 from airflow_iqp.streams.assign import ORIGIN
-from benchmarks.faults.services import Services
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.check import canonical_rows, mismatch
 from benchmarks.ssbench.measure import Sampler, Selector, cpu_seconds, peak_rss
 from benchmarks.ssbench.shape import is_ordered
 from benchmarks.tierm.run import QueryResult, SystemRun
+from benchmarks.tierm.services import Services
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -124,11 +124,10 @@ class TierAirflow(DemoAirflow):
 
 
 def tier_services(root: Path) -> Services:
-    """The fault trials' services with Tier M's Airflow settings; `start()` brings them up."""
-    services = Services(root)
-    home = services.airflow.home
-    services.airflow = TierAirflow(home=home, dags=home / "dags", ledger=home / "unused.db", extra_env={})
-    return services
+    """Tier M's services with its Airflow settings; `start()` brings them up."""
+    return Services(
+        root, lambda home: TierAirflow(home=home, dags=home / "dags", ledger=home / "unused.db", extra_env={})
+    )
 
 
 @dataclass(frozen=True)
