@@ -116,10 +116,13 @@ class _CountedEntries:
     def __exit__(self, *exc: object) -> None:
         self.entries.close()
 
-    def __iter__(self) -> Iterator[os.DirEntry[str]]:
-        for entry in self.entries:
-            COUNTER.entries += 1
-            yield entry
+    def __iter__(self) -> _CountedEntries:
+        return self
+
+    def __next__(self) -> os.DirEntry[str]:
+        entry: os.DirEntry[str] = next(self.entries)
+        COUNTER.entries += 1
+        return entry
 
 
 def count_local_listing() -> None:

@@ -222,5 +222,5 @@ def test_an_ordered_arrival_stream_lists_what_landed_since_not_its_history(
 
     assert calls[24][:2] == calls[240][:2]  # the same directories listed, whatever the history
     assert calls[24][0] <= 7  # the stream, its day, and the hours from 08 on
-    assert calls[24][1] <= 7
+    assert calls[24][1] <= 8  # the stream, its day, and the hours from 07 on: twice the history back
     assert calls[240][2] > 240  # the whole listing: every partition
