@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from airflow_iqp.constants import BatchStatus, FileStatus
 from airflow_iqp.exceptions import AlreadyFrozen, LedgerLookupError
 from airflow_iqp.ledger import lookup
-from airflow_iqp.ledger.models import Batch, StreamFile, Window, utcnow
+from airflow_iqp.ledger.models import Batch, Query, StreamFile, Window, utcnow
 from airflow_iqp.validation import whole_number
 
 if TYPE_CHECKING:
@@ -184,6 +184,33 @@ def frozen_files(session: Session, window_id: int) -> set[str]:
     return set(
         session.scalars(select(StreamFile.uri).where(StreamFile.window_id == window_id, StreamFile.status.in_(TAKEN)))
     )
+
+
+def settled_anchor(session: Session, stream_uri: str, before: datetime) -> str | None:
+    """The greatest uri below the stream directory `stream_uri` that a batch of any DAG froze
+    and the ledger recorded before `before`: a file that had landed by then, so its directory
+    had held files since (for an `ordered` stream's listing, streams/ordered.py); None if none.
+    Read backwards along each DAG's frozen-file index, past the rows recorded since `before` only.
+    """
+    prefix = f"{stream_uri.rstrip('/')}/"
+    best: str | None = None
+    for query_id in session.scalars(select(Query.id)):
+        uri = session.scalar(
+            select(StreamFile.uri)
+            .where(
+                StreamFile.query_id == query_id,
+                StreamFile.status == literal(FileStatus.FROZEN.value, literal_execute=True),
+                StreamFile.uri >= prefix,
+                StreamFile.uri < f"{prefix[:-1]}0",  # '0' follows '/': the range of the prefix, for the index
+                StreamFile.uri.startswith(prefix, autoescape=True),  # the range may hold others under a collation
+                StreamFile.recorded_at < before,
+            )
+            .order_by(StreamFile.uri.desc())
+            .limit(1)
+        )
+        if uri is not None and (best is None or uri > best):
+            best = uri
+    return best
 
 
 def frozen_identities(session: Session, dag_id: str, uris: Iterable[str]) -> dict[str, FrozenFile]:

@@ -25,6 +25,7 @@ from airflow_iqp.ledger.files import (
     quarantine_file,
     record_file_event,
     refresh_frozen,
+    settled_anchor,
 )
 from airflow_iqp.ledger.history import (
     cost_observations,
@@ -69,6 +70,7 @@ __all__ = [
     "record_result",
     "register_query",
     "save_cost_model",
+    "settled_anchor",
     "skip_batch",
     "slot_batch",
     "start_batch",

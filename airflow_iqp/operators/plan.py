@@ -143,7 +143,7 @@ class PlanWindowOperator(BaseOperator):
         Learning and no model yet: the calibration plan, which a past window runs at once.
         """
         decl = self.declaration
-        selection = window_input.look()
+        selection = window_input.look_back()
         _check_input_kept(session, decl.dag_id, selection, backfill, window_input)
         if model is None:
             return "historical calibration: one unit, then the rest", self.calibration(decl.window)

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.prune import Retention
 from airflow_iqp.streams.assign import ORIGIN, select_window, window_start
-from airflow_iqp.streams.listing import list_files, list_window
+from airflow_iqp.streams.listing import list_files, list_since, list_window, stream_uri
+from airflow_iqp.streams.ordered import anchor_of
 from airflow_iqp.streams.spec import FileStream, WindowBy
 from airflow_iqp.streams.watch import window_listing
 
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from airflow_iqp.declaration import Declaration
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
     from airflow_iqp.streams.files import DataFile, StreamListing
+    from airflow_iqp.streams.ordered import Anchor
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,10 @@ class InputSpec:
         When every stream is windowed by the same path pattern, a unit's files all name the
         window's time, so only the partitions the pattern maps to the window are listed
         (`list_window`; a late file still names its window, and a close marker sits in its
-        partition); otherwise every stream is listed whole. `earlier`, `later`, `unmatched`
-        and `unassigned` hold only what was listed.
+        partition). A query of one `ordered` arrival stream lists the directories that can hold
+        files landed since the window's start (`list_since`, from the ledger's anchor).
+        Otherwise every stream is listed whole. `earlier`, `later`, `unmatched` and
+        `unassigned` hold only what was listed.
         """
         streams = self.file_streams()
         return self._select(streams, self._listings(streams, self.window_start), now or datetime.now(UTC))
@@ -98,9 +103,10 @@ class InputSpec:
     def recent_units(self, now: datetime | None = None) -> list[InputUnit]:
         """This window's units and those of the earlier windows that ended within the horizon
         before `now` (every earlier one without a horizon): where late files are looked for.
-        Older windows are not listed when the streams share a path pattern (as `look_own`), and
-        their units are left out in any case: no file lands for them, and the ledger may have
-        dropped their files (`iqp db prune`), so none of them is new.
+        Older windows are not listed when the streams share a path pattern or are one `ordered`
+        arrival stream (as `look_own`), and their units are left out in any case: no file lands
+        for them, and the ledger may have dropped their files (`iqp db prune`), so none of them
+        is new.
         """
         now = now or datetime.now(UTC)
         streams = self.file_streams()
@@ -116,21 +122,49 @@ class InputSpec:
     def _listings(self, streams: Mapping[str, FileStream], since: datetime) -> dict[str, StreamListing]:
         """Each stream's files of the windows from `since` to this one's end, and possibly
         others: only those partitions when every stream is windowed by the same path pattern
-        (a unit's files then name one time), else the whole streams.
+        (a unit's files then name one time), only the directories files landed in since `since`
+        for one `ordered` arrival stream, else the whole streams. A join of arrival streams is
+        listed whole: the files of one unit may have landed far apart.
         """
         patterns = {stream.pattern if stream.window_by == WindowBy.PATH else None for stream in streams.values()}
-        if None in patterns or len(patterns) > 1:
-            return {name: list_files(name, stream) for name, stream in streams.items()}
-        return {name: list_window(name, stream, since, self.window_end) for name, stream in streams.items()}
+        if None not in patterns and len(patterns) == 1:
+            return {name: list_window(name, stream, since, self.window_end) for name, stream in streams.items()}
+        if self._ordered(streams):
+            return self._since(streams, since)
+        return {name: list_files(name, stream) for name, stream in streams.items()}
+
+    @staticmethod
+    def _ordered(streams: Mapping[str, FileStream]) -> bool:
+        """Whether the query reads one stream, an `ordered` arrival one: listed from its anchor."""
+        return len(streams) == 1 and all(stream.ordered for stream in streams.values())
+
+    def _since(self, streams: Mapping[str, FileStream], since: datetime) -> dict[str, StreamListing]:
+        """The one ordered stream's directories that can hold a file landed since `since`: its
+        anchor is a file the ledger had frozen a horizon before (streams/ordered.py).
+        """
+        [(name, stream)] = streams.items()
+        horizon = stream.horizon(self.window) or timedelta(0)  # never None: `ordered` needs a history
+        return {name: list_since(name, stream, ledger_anchor(stream, since - horizon))}
+
+    def look_back(self, now: datetime | None = None) -> WindowSelection:
+        """What a plan checks a past window's input against: its units, and units of earlier
+        windows beside them. One `ordered` arrival stream is listed from its anchor before the
+        window (the anchor's own files are earlier ones); others whole, as `look`.
+        """
+        streams = self.file_streams()
+        if not self._ordered(streams):
+            return self.look(now)
+        return self._select(streams, self._since(streams, self.window_start), now or datetime.now(UTC))
 
     def schema_samples(self, selection: WindowSelection) -> dict[str, str | None]:
         """A data file per stream to read an empty batch's schema from, from any window: from
-        `selection` first, from a whole listing for the streams it has none of.
+        `selection` first, from `look_back` then a whole listing for the streams it has none of.
         """
         found: dict[str, str | None] = {}
         _samples(selection, found)
-        if any(name not in found for name in self.streams):
-            _samples(self.look(), found)
+        for look in (self.look_back, self.look):
+            if any(name not in found for name in self.streams):
+                _samples(look(), found)
         return found
 
     def look_window(self, now: datetime | None = None) -> WindowSelection:
@@ -146,7 +180,8 @@ class InputSpec:
         now = now or datetime.now(UTC)
         streams = self.file_streams()
         listings = {
-            name: window_listing(name, stream, self.window_start, self.window, now) for name, stream in streams.items()
+            name: window_listing(name, stream, self.window_start, self.window, now, ledger_anchor)
+            for name, stream in streams.items()
         }
         return self._select(streams, listings, now)
 
@@ -154,6 +189,16 @@ class InputSpec:
         self, streams: Mapping[str, FileStream], listings: Mapping[str, StreamListing], now: datetime
     ) -> WindowSelection:
         return select_window(streams, listings, start=self.window_start, window=self.window, origin=ORIGIN, now=now)
+
+
+def ledger_anchor(stream: FileStream, before: datetime) -> Anchor:
+    """The directory of the newest file below `stream` the ledger had frozen before `before`
+    (streams/ordered.py); empty when it has none. Read-only: triggers call it too.
+    """
+    base = stream_uri(stream)
+    with session_scope(read_only=True) as session:
+        uri = store.settled_anchor(session, base, before)
+    return () if uri is None else anchor_of(uri, base)
 
 
 def retention(declaration: Declaration) -> Retention:

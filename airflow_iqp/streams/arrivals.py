@@ -11,8 +11,10 @@ it, so an unsettled directory whose time has not moved is not listed again (its 
 `stat`), and a settled one whose time moves is listed again: a look then lists the directories
 that received files since the last one. A file that lands in a settled directory whose parent
 is settled too is not seen here, nor one rewritten in place; the declaration of `history` says
-the first does not happen, and a task's own look, which lists the whole stream, finds both (the
-watch only tells the triggers when to wake).
+the first does not happen, and a task's own look finds both (the watch only tells the triggers
+when to wake). An `ordered` stream's look is given an anchor (streams/ordered.py): the
+directories it settles are not listed at all, so a fresh process's first look lists what can
+still receive files, not every partition once.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_iqp.streams.files import is_data
 from airflow_iqp.streams.listing import _modified, list_level, listed, listing_errors, stream_root
+from airflow_iqp.streams.ordered import settled
 
 if TYPE_CHECKING:
     from datetime import datetime
 
     from airflow_iqp.streams.files import StreamListing
+    from airflow_iqp.streams.ordered import Anchor
     from airflow_iqp.streams.spec import FileStream
 
 
@@ -48,15 +52,18 @@ class ArrivalWatch:
         self.name = name
         self.stream = stream
         self._directories: dict[str, _Directory] = {}
+        self._anchor: Anchor = ()
         self._lock = threading.Lock()
 
-    def look(self, horizon: datetime) -> StreamListing:
+    def look(self, horizon: datetime, anchor: Anchor = ()) -> StreamListing:
         """The stream's files in unsettled directories, after listing each of them once more;
-        directories with nothing changed since before `horizon` settle.
+        directories with nothing changed since before `horizon` settle, and those the anchor
+        settles are passed over.
         """
         with self._lock, listing_errors(self.name, self.stream):
             root, base = stream_root(self.stream)
             seen: dict[str, _Directory] = {}
+            self._anchor = anchor
             self._visit(root, base, base, horizon, seen)
             self._directories = seen  # a directory removed since is forgotten with its files
             found = {path: info for d in seen.values() for path, info in d.files.items()}
@@ -97,7 +104,8 @@ class ArrivalWatch:
                     state.files[str(info["name"])] = info  # as named: `listed` knows a placeholder by its '/'
                 elif path != directory and is_data(path.rsplit("/", 1)[-1]):
                     children.append((path, _modified(info, self.name, path) if "mtime" in info else None))
-            state.children = [child for child, _ in children]
+        children = [(child, at) for child, at in children if not settled(_names(child, base), self._anchor)]
+        state.children = [child for child, _ in children]
         changed = [_modified(info, self.name, path) for path, info in state.files.items()]
         changed += [] if touched is None else [touched]
         quiet = [self._visit(root, child, base, horizon, seen, at) for child, at in children]
@@ -117,3 +125,8 @@ def _time_of(root: Any, directory: str) -> datetime | None:
     except FileNotFoundError:
         return None
     return _modified(info, directory, directory) if "mtime" in info else None
+
+
+def _names(path: str, base: str) -> tuple[str, ...]:
+    """The names of `path` below the stream's directory `base`."""
+    return tuple(path[len(base) + 1 :].split("/"))

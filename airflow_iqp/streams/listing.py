@@ -3,7 +3,8 @@
 `list_files` is one recursive `find` of the whole directory, with the filesystem's directory
 cache dropped first: a trigger lists the same directory again and again and must see what
 landed since. `list_window` lists only what a `window_by="path"` stream's template maps to one
-window, so a look costs what the window holds, not what the history holds. A stream
+window, so a look costs what the window holds, not what the history holds; `list_since` only
+the directories of an `ordered` arrival stream that can still receive files. A stream
 directory that does not exist yet is an empty listing (producers often create it with their
 first file, and object stores have no empty directories), as long as what holds it exists: the
 bucket on an object store, the parent directory on a local disk. Anything else that keeps the
@@ -22,13 +23,17 @@ from urllib.parse import urlsplit
 from airflow.sdk import ObjectStoragePath
 
 from airflow_iqp.exceptions import IqpError
+from airflow_iqp.streams import ordered
 from airflow_iqp.streams.files import DataFile, StreamListing, is_data
 from airflow_iqp.streams.prefixes import Verdict, layout_of
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
+    from airflow_iqp.streams.ordered import Anchor
     from airflow_iqp.streams.spec import FileStream
+
+    Step = Callable[[tuple[str, ...], str], tuple[Verdict, tuple[str, ...]]]
 
 # Where filesystems put a file's modification time, most specific first: local `mtime`,
 # s3fs `LastModified`, adlfs `last_modified`, gcsfs `updated`, then `created` as a last resort.
@@ -65,6 +70,23 @@ def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -
     layout = layout_of(stream.event_pattern.source)
     if layout is None:
         return list_files(name, stream)
+    return _walk(name, stream, lambda chain, child: layout.step(chain, child, start, end))
+
+
+def list_since(name: str, stream: FileStream, anchor: Anchor) -> StreamListing:
+    """The data files and close markers of an `ordered` arrival stream in the directories the
+    anchor leaves unsettled (streams/ordered.py): its chain level by level, and everything
+    named from it on. An empty anchor lists the stream whole.
+    """
+    if not anchor:
+        return list_files(name, stream)
+    return _walk(name, stream, lambda chain, child: ordered.step(anchor, chain, child))
+
+
+def _walk(name: str, stream: FileStream, step: Step) -> StreamListing:
+    """List the stream's directory and, level by level, the data directories `step` sends the
+    walk down; everything below those it takes.
+    """
     with listing_errors(name, stream):
         root, base = stream_root(stream)
         fs = root.fs
@@ -80,7 +102,7 @@ def list_window(name: str, stream: FileStream, start: datetime, end: datetime) -
                     continue
                 if not is_data(child):
                     continue  # nothing below a hidden directory is data or a marker of data
-                verdict, reached = layout.step(chain, child, start, end)
+                verdict, reached = step(chain, child)
                 if verdict is Verdict.TAKE:
                     fs.invalidate_cache(path)
                     found.update(fs.find(path, detail=True))
@@ -166,7 +188,7 @@ def listed(name: str, stream: FileStream, base: str, found: Mapping[str, Mapping
         folder, _, file_name = relative.rpartition("/")
         if not data and not (file_name == stream.close_marker and (not folder or is_data(folder))):
             continue
-        uri = f"file://{path}" if scheme in _LOCAL_PROTOCOLS else f"{scheme}://{path}"
+        uri = _uri(scheme, path)
         file = DataFile(
             stream=name,
             uri=uri,
@@ -178,6 +200,15 @@ def listed(name: str, stream: FileStream, base: str, found: Mapping[str, Mapping
         (files if data else markers).append(file)
     files.sort(key=lambda file: (file.modified, file.relative))
     return StreamListing(stream=name, files=tuple(files), markers=tuple(markers))
+
+
+def stream_uri(stream: FileStream) -> str:
+    """The stream's directory as its files' uris begin (`file:///...`, `s3://bucket/...`)."""
+    return _uri(urlsplit(stream.path).scheme, stream_root(stream)[1])
+
+
+def _uri(scheme: str, path: str) -> str:
+    return f"file://{path}" if scheme in _LOCAL_PROTOCOLS else f"{scheme}://{path}"
 
 
 def _check_holder(root: ObjectStoragePath, base: str) -> None:

@@ -55,6 +55,14 @@ class FileStream:
     files: the waiting triggers stop listing a directory with nothing new for longer than the
     horizon, so a look costs what lands now, not the stream's age (streams/arrivals.py). None:
     files may land for any window, so late files are looked for in all of them.
+
+    `ordered` (arrival streams with a `history`) declares that the stream's directories are named
+    in the order they start receiving files, at every level (`dt=2026-03-04/hour=08`, zero-padded
+    sequence numbers), and that a directory receives no file once a later-named sibling has held
+    files for longer than the history. Tasks and the triggers' first looks then list only the
+    directories from the newest one the ledger saw holding a file before then, not the stream's
+    whole past (streams/ordered.py). A file landing against this declaration (in a directory
+    named before one that has held files for longer than the history) is not seen.
     """
 
     path: str
@@ -67,6 +75,7 @@ class FileStream:
     close_marker: str | None = None
     conn_id: str | None = None
     history: timedelta | None = None
+    ordered: bool = False
 
     def __post_init__(self) -> None:
         _check_path(self.path)
@@ -81,6 +90,7 @@ class FileStream:
             )
         self._check_close_marker()
         self._check_history()
+        self._check_ordered()
         _optional_text(self.conn_id, "conn_id", "an Airflow connection id such as 'aws_default'")
 
     def _check_schema(self) -> None:
@@ -127,6 +137,22 @@ class FileStream:
                 f"FileStream history must be a timedelta > 0 (e.g. timedelta(days=1)) or None, got {self.history!r}"
             )
 
+    def _check_ordered(self) -> None:
+        if not isinstance(self.ordered, bool):
+            raise InvalidDeclaration(f"FileStream ordered must be True or False, got {self.ordered!r}")
+        if not self.ordered:
+            return
+        if self.window_by != WindowBy.ARRIVAL:
+            raise InvalidDeclaration(
+                f"FileStream {self.path!r}: ordered= is only read with window_by='arrival' (a path stream is "
+                "listed by its pattern); drop ordered="
+            )
+        if self.history is None:
+            raise InvalidDeclaration(
+                f"FileStream {self.path!r}: ordered=True needs history=, how long a directory keeps receiving "
+                "files once a later-named one holds some (e.g. history=timedelta(hours=2))"
+            )
+
     def horizon(self, window: timedelta) -> timedelta | None:
         """How long after a window's end a file of it may still land: `history`, and at least the
         window plus the lateness; None when no `history` is declared (any time).
@@ -153,6 +179,7 @@ class FileStream:
             "close_marker": self.close_marker,
             "conn_id": self.conn_id,
             "history_seconds": None if self.history is None else self.history.total_seconds(),
+            "ordered": self.ordered,
         }
 
     @classmethod
@@ -190,6 +217,7 @@ _DICT_KEYS = frozenset(
         "close_marker",
         "conn_id",
         "history_seconds",
+        "ordered",
     }
 )
 

@@ -1,8 +1,9 @@
 """What a waiting look lists: each stream as narrowly as its windowing allows, once per look, shared.
 
 A path stream lists only the directories its template maps to the window (`list_window`); an
-arrival stream with a declared `history` is watched incrementally (`ArrivalWatch`); any other
-stream is listed whole. The triggers of a DAG's waiting batches look on the same wall-clock
+arrival stream with a declared `history` is watched incrementally (`ArrivalWatch`), an `ordered`
+one from the anchor its caller reads in the ledger (streams/ordered.py); any other stream is
+listed whole. The triggers of a DAG's waiting batches look on the same wall-clock
 ticks, each in a thread of the triggerer, so a listing is shared for `LOOK_TTL` seconds from
 the moment it started: a look in that time takes it (waiting while it is still being listed),
 the first look after it lists again, so a file that landed since is seen then. Read-only.
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from datetime import datetime, timedelta
 
     from airflow_iqp.streams.files import StreamListing
+    from airflow_iqp.streams.ordered import Anchor
     from airflow_iqp.streams.spec import FileStream
 
 # Under the triggers' 1 s poll interval: the looks of one tick share a listing, the next tick lists again.
@@ -65,9 +67,20 @@ _WATCHES: dict[tuple[str, FileStream], ArrivalWatch] = {}
 _WATCHES_LOCK = threading.Lock()
 
 
-def window_listing(name: str, stream: FileStream, start: datetime, window: timedelta, now: datetime) -> StreamListing:
+def window_listing(
+    name: str,
+    stream: FileStream,
+    start: datetime,
+    window: timedelta,
+    now: datetime,
+    anchor: Callable[[FileStream, datetime], Anchor],
+) -> StreamListing:
     """The listing of `stream` that a look at the window `[start, start + window)` at `now` needs:
     every file that can be the window's, and its close markers, possibly with files of other windows.
+    `anchor` gives an `ordered` stream's anchor from a file that landed before a time; the
+    watch, shared by the windows still waiting, takes it from before `now` less twice the
+    horizon: a waiting window started at most a horizon ago (it is final by then), and its
+    files land after its start.
     """
     if stream.window_by == WindowBy.PATH:
         end = start + window
@@ -77,4 +90,6 @@ def window_listing(name: str, stream: FileStream, start: datetime, window: timed
         return _SHARED.get((name, stream), lambda: list_files(name, stream))
     with _WATCHES_LOCK:
         watch = _WATCHES.setdefault((name, stream), ArrivalWatch(name, stream))
-    return _SHARED.get((name, stream, horizon), lambda: watch.look(now - horizon))
+    if not stream.ordered:
+        return _SHARED.get((name, stream, horizon), lambda: watch.look(now - horizon))
+    return _SHARED.get((name, stream, horizon), lambda: watch.look(now - horizon, anchor(stream, now - 2 * horizon)))

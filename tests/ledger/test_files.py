@@ -12,7 +12,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from airflow_iqp.constants import BatchReason, FileStatus
@@ -282,3 +282,27 @@ def test_racing_processes_freeze_every_file_exactly_once(ledger_db: str) -> None
         assert s.scalar(select(func.count()).where(StreamFile.status == FileStatus.LATE)) == 1
         assert 0 < len(won) <= URIS_PER_WORKER
         assert s.scalar(select(func.count()).select_from(Window)) == 5
+
+
+def test_the_settled_anchor_is_the_greatest_file_below_the_stream_frozen_before_a_time(ledger_db: str) -> None:
+    """Any DAG's frozen files count; events, later records and another stream whose name
+    starts the same do not.
+    """
+    mine = planned_window(ledger_db)
+    later = planned_window(ledger_db, start=T0 + timedelta(seconds=10))
+    other = planned_window(ledger_db, dag_id="iqp_other")
+    with session_scope(ledger_db) as s:
+        store.freeze_files(s, mine, 0, {"sales": [data_file("dt=1/hour=0/a.parquet")]})
+        store.freeze_files(s, other, 0, {"sales": [data_file("dt=1/hour=1/b.parquet")]})
+        store.freeze_files(s, mine, 1, {"sales": [data_file("dt=1/hour=2/c.parquet")]})
+        store.freeze_files(s, later, 0, {"sales2": [data_file("dt=9/z.parquet", stream="sales2")]})
+        store.record_file_event(s, DAG, mine, data_file("dt=5/late.parquet"), FileStatus.LATE)
+        s.execute(update(StreamFile).values(recorded_at=T0))
+        c = "s3://bucket/sales/dt=1/hour=2/c.parquet"
+        s.execute(update(StreamFile).where(StreamFile.uri == c).values(recorded_at=T0 + timedelta(hours=3)))
+    cutoff = T0 + timedelta(hours=2)
+    with session_scope(ledger_db, read_only=True) as s:
+        assert store.settled_anchor(s, "s3://bucket/sales", cutoff) == "s3://bucket/sales/dt=1/hour=1/b.parquet"
+        assert store.settled_anchor(s, "s3://bucket/sales/", T0 + timedelta(hours=4)) == c
+        assert store.settled_anchor(s, "s3://bucket/sales", T0) is None  # nothing recorded before T0
+        assert store.settled_anchor(s, "s3://bucket/sal", cutoff) is None  # no file of a stream "sal"

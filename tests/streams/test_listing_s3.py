@@ -22,7 +22,8 @@ from moto.server import ThreadedMotoServer
 
 from airflow_iqp.streams.arrivals import ArrivalWatch
 from airflow_iqp.streams.assign import select_window
-from airflow_iqp.streams.listing import ListingError, list_files, list_window
+from airflow_iqp.streams.listing import ListingError, list_files, list_since, list_window, stream_uri
+from airflow_iqp.streams.ordered import anchor_of
 from airflow_iqp.streams.spec import FileStream
 from tests.oracle import units_in, window_of
 from tests.streams import ORIGIN
@@ -208,6 +209,39 @@ def test_an_arrival_watch_on_s3_lists_the_prefixes_still_receiving_objects(s3: A
     assert [m.relative for m in listing.markers] == ["dt=2/_SUCCESS"]
     # an hour later, nothing new: every partition settles, and their files leave the watch
     assert watch.look(now + timedelta(hours=1, seconds=1)).files == ()
+
+
+def test_an_ordered_stream_on_s3_lists_the_anchor_s_chain_and_what_follows(s3: Any, conn_id: str) -> None:
+    prefix = f"sales-{uuid.uuid4().hex[:6]}"
+    for key in ("dt=1/hour=0/a.parquet", "dt=2/hour=0/b.parquet", "dt=2/hour=1/c.parquet", "dt=3/hour=0/d.parquet"):
+        s3.put_object(Bucket=BUCKET, Key=f"{prefix}/{key}", Body=b"x")
+    stream = FileStream(f"s3://{BUCKET}/{prefix}", conn_id=conn_id, history=timedelta(hours=1), ordered=True)
+    whole = list_files("sales", stream)
+    anchor = anchor_of(whole.files[1].uri, stream_uri(stream))  # b.parquet's, as the ledger would give it
+    assert anchor == ("dt=2", "hour=0")
+    fs = ObjectStoragePath(stream.path, conn_id=conn_id).fs
+    calls: list[dict[str, Any]] = []
+    call_s3 = fs._call_s3
+
+    async def counted(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "list_objects_v2":
+            calls.append(kwargs)
+        return await call_s3(method, *args, **kwargs)
+
+    fs._call_s3 = counted
+    try:
+        since = list_since("sales", stream, anchor)
+        since_prefixes = sorted(call["Prefix"] for call in calls)
+        calls.clear()
+        watched = ArrivalWatch("sales", stream).look(datetime.now(UTC) - timedelta(hours=1), anchor)
+        watched_prefixes = sorted(call["Prefix"] for call in calls)
+    finally:
+        del fs._call_s3
+    expected = ["dt=2/hour=0/b.parquet", "dt=2/hour=1/c.parquet", "dt=3/hour=0/d.parquet"]
+    assert sorted(f.relative for f in since.files) == expected
+    assert sorted(f.relative for f in watched.files) == expected
+    assert not any(p.startswith(f"{prefix}/dt=1") for p in since_prefixes + watched_prefixes)  # never listed
+    assert since_prefixes[0] == f"{prefix}/"
 
 
 def test_a_prefix_with_no_objects_yet_is_empty_but_a_missing_bucket_is_an_error(conn_id: str) -> None:

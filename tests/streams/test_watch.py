@@ -84,6 +84,10 @@ def land(root: Path, relative: str, at: datetime) -> None:
     os.utime(path, (at.timestamp(), at.timestamp()))
 
 
+def no_anchor(stream: FileStream, before: datetime) -> tuple[str, ...]:
+    raise AssertionError("only an ordered stream's look asks for an anchor")
+
+
 def test_each_kind_of_stream_lists_what_a_look_needs(tmp_path: Path) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     start = datetime(2026, 3, 4, 8, tzinfo=UTC)
@@ -95,13 +99,32 @@ def test_each_kind_of_stream_lists_what_a_look_needs(tmp_path: Path) -> None:
     by_path = FileStream(str(tmp_path / "path"), window_by="path", pattern="dt={date}/hour={hour}")
     whole = FileStream(str(tmp_path / "whole"))
 
-    assert [f.relative for f in window_listing("p", by_path, start, hour, now).files] == [
+    assert [f.relative for f in window_listing("p", by_path, start, hour, now, no_anchor).files] == [
         "dt=2026-03-04/hour=08/a.parquet"
     ]
-    assert [f.relative for f in window_listing("w", whole, start, hour, now).files] == ["old/a.parquet"]
+    assert [f.relative for f in window_listing("w", whole, start, hour, now, no_anchor).files] == ["old/a.parquet"]
 
     watched = FileStream(str(tmp_path / "whole"), history=timedelta(days=1))
-    assert window_listing("w", watched, start, hour, now).files == ()  # settled: older than the horizon
+    assert window_listing("w", watched, start, hour, now, no_anchor).files == ()  # settled: older than the horizon
     time.sleep(LOOK_TTL)
     land(tmp_path / "whole", "new/b.parquet", now)
-    assert [f.relative for f in window_listing("w", watched, start, hour, now).files] == ["new/b.parquet"]
+    assert [f.relative for f in window_listing("w", watched, start, hour, now, no_anchor).files] == ["new/b.parquet"]
+
+
+def test_an_ordered_stream_s_look_passes_over_what_its_anchor_settles(tmp_path: Path, ls_calls: list[str]) -> None:
+    now = datetime.now(UTC).replace(microsecond=0)
+    hour = timedelta(hours=1)
+    for relative in ("dt=01/a.parquet", "dt=02/b.parquet", "dt=03/c.parquet", "dt=04/d.parquet"):
+        land(tmp_path, relative, now)
+    stream = FileStream(str(tmp_path), history=hour, ordered=True)
+    asked: list[datetime] = []
+
+    def anchor(of: FileStream, before: datetime) -> tuple[str, ...]:
+        asked.append(before)
+        return ("dt=03",)
+
+    listing = window_listing("o", stream, now - hour / 2, hour, now, anchor)
+
+    assert [f.relative for f in listing.files] == ["dt=03/c.parquet", "dt=04/d.parquet"]
+    assert asked == [now - 2 * stream.horizon(hour)]  # type: ignore[operator]
+    assert sorted(ls_calls) == sorted([str(tmp_path), str(tmp_path / "dt=03"), str(tmp_path / "dt=04")])
