@@ -10,6 +10,7 @@ import json
 import socket
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,24 @@ def parquet_bytes(rows: int) -> bytes:
     sink = io.BytesIO()
     pq.write_table(pa.table({"id": list(range(rows)), "price": [2.0 * i for i in range(rows)]}), sink)
     return sink.getvalue()
+
+
+@contextmanager
+def listed(fs: Any) -> Iterator[list[dict[str, Any]]]:
+    """The arguments of every ListObjectsV2 call `fs` (s3fs) makes inside the block."""
+    calls: list[dict[str, Any]] = []
+    call_s3 = fs._call_s3
+
+    async def counted(method: str, *args: Any, **kwargs: Any) -> Any:
+        if method == "list_objects_v2":
+            calls.append(kwargs)
+        return await call_s3(method, *args, **kwargs)
+
+    fs._call_s3 = counted
+    try:
+        yield calls
+    finally:
+        del fs._call_s3
 
 
 def test_arrival_stream_on_s3(s3: Any, conn_id: str) -> None:
@@ -170,19 +189,8 @@ def test_hive_window_listing_on_s3_lists_only_the_window_s_prefixes(s3: Any, con
     )
     start = datetime(2026, 1, 1, 10, 20, tzinfo=UTC)
     fs = ObjectStoragePath(stream.path, conn_id=conn_id).fs
-    calls: list[dict[str, Any]] = []
-    call_s3 = fs._call_s3
-
-    async def counted(method: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "list_objects_v2":
-            calls.append(kwargs)
-        return await call_s3(method, *args, **kwargs)
-
-    fs._call_s3 = counted
-    try:
+    with listed(fs) as calls:
         listing = list_window("events", stream, start, start + timedelta(minutes=10))
-    finally:
-        del fs._call_s3
     assert [file.relative for file in listing.files] == ["dt=2026-01-01/hour=10/part-0.parquet"]
     assert [marker.relative for marker in listing.markers] == ["dt=2026-01-01/hour=10/_SUCCESS"]
     assert [call["Prefix"] for call in calls] == [
@@ -220,23 +228,12 @@ def test_an_ordered_stream_on_s3_lists_the_anchor_s_chain_and_what_follows(s3: A
     anchor = anchor_of(whole.files[1].uri, stream_uri(stream))  # b.parquet's, as the ledger would give it
     assert anchor == ("dt=2", "hour=0")
     fs = ObjectStoragePath(stream.path, conn_id=conn_id).fs
-    calls: list[dict[str, Any]] = []
-    call_s3 = fs._call_s3
-
-    async def counted(method: str, *args: Any, **kwargs: Any) -> Any:
-        if method == "list_objects_v2":
-            calls.append(kwargs)
-        return await call_s3(method, *args, **kwargs)
-
-    fs._call_s3 = counted
-    try:
+    with listed(fs) as calls:
         since = list_since("sales", stream, anchor)
         since_prefixes = sorted(call["Prefix"] for call in calls)
         calls.clear()
         watched = ArrivalWatch("sales", stream).look(datetime.now(UTC) - timedelta(hours=1), anchor)
         watched_prefixes = sorted(call["Prefix"] for call in calls)
-    finally:
-        del fs._call_s3
     expected = ["dt=2/hour=0/b.parquet", "dt=2/hour=1/c.parquet", "dt=3/hour=0/d.parquet"]
     assert sorted(f.relative for f in since.files) == expected
     assert sorted(f.relative for f in watched.files) == expected
