@@ -97,6 +97,22 @@ class Component:
         self.pid = self.launch()
 
 
+def start_databases(
+    metadata_pg: PostgresCluster, ledger_pg: PostgresCluster, log: Callable[[str], None]
+) -> tuple[str, str]:
+    """Both PostgreSQL servers up with Airflow's metadata database and our ledger (migrated) on
+    them, apart so that restarting the ledger's leaves Airflow's alone; their URLs.
+    """
+    metadata_pg.start()
+    ledger_pg.start()
+    metadata, ledger = metadata_pg.create_database("airflow"), ledger_pg.create_database("ledger")
+    log(f"PostgreSQL: metadata on :{metadata_pg.port}, ledger on :{ledger_pg.port}")
+    from airflow_iqp.ledger import migrate
+
+    migrate(ledger)
+    return metadata, ledger
+
+
 class Services:
     """Everything a trial runs on, started once and shared by the trials."""
 
@@ -125,14 +141,7 @@ class Services:
     # -- start and stop -------------------------------------------------------------------------
 
     def start(self, log: Callable[[str], None]) -> None:
-        self.metadata_pg.start()
-        self.ledger_pg.start()
-        metadata = self.metadata_pg.create_database("airflow")
-        self.ledger = self.ledger_pg.create_database("ledger")
-        log(f"PostgreSQL: metadata on :{self.metadata_pg.port}, ledger on :{self.ledger_pg.port}")
-        from airflow_iqp.ledger import migrate
-
-        migrate(self.ledger)
+        metadata, self.ledger = start_databases(self.metadata_pg, self.ledger_pg, log)
         server = connect_server.ConnectServer(0, self.connect_port, "local[2]", self.connect_state, self.connect_token)
         extra_env = {
             **RECOVERY_ENV,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from airflow_iqp.demo.standalone import BIN, DemoAirflow, health
 from airflow_iqp.spark import connect_server
 from airflow_iqp.spark.connect_server import free_port
-from benchmarks.faults.services import Component, kill_group
+from benchmarks.faults.services import Component, kill_group, start_databases
 from tests.postgres import PostgresCluster
 
 if TYPE_CHECKING:
@@ -46,14 +46,7 @@ class Services:
         self.ledger = ""
 
     def start(self, log: Callable[[str], None]) -> None:
-        self.metadata_pg.start()
-        self.ledger_pg.start()
-        metadata = self.metadata_pg.create_database("airflow")
-        self.ledger = self.ledger_pg.create_database("ledger")
-        log(f"PostgreSQL: metadata on :{self.metadata_pg.port}, ledger on :{self.ledger_pg.port}")
-        from airflow_iqp.ledger import migrate
-
-        migrate(self.ledger)
+        metadata, self.ledger = start_databases(self.metadata_pg, self.ledger_pg, log)
         self.airflow.dags.mkdir(parents=True, exist_ok=True)
         server = connect_server.ConnectServer(0, self.connect_port, "local[2]", self.connect_state, self.connect_token)
         self.airflow.port = free_port()
