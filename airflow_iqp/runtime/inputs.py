@@ -162,7 +162,8 @@ class InputSpec:
         """
         found: dict[str, str | None] = {}
         _samples(selection, found)
-        for look in (self.look_back, self.look):
+        looks = (self.look_back, self.look) if self._ordered(self.file_streams()) else (self.look,)
+        for look in looks:  # look_back is look itself unless the stream is ordered: never listed twice
             if any(name not in found for name in self.streams):
                 _samples(look(), found)
         return found
