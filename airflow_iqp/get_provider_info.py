@@ -62,6 +62,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "120",
                         "default": "10",
                     },
+                    "resume_seconds": {
+                        "description": (
+                            "How much longer than a lease a grant waits for its task to take it: a task "
+                            "deferred in the triggerer resumes through the scheduler, the executor and a new "
+                            "task process.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "60",
+                        "default": "30",
+                    },
                     "deadline_alerts": {
                         "description": (
                             "Whether IQP DAGs declare an Airflow Deadline Alert at each window's deadline. "

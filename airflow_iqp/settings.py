@@ -37,17 +37,21 @@ def option_env(option: str) -> str:
 class DispatchSettings:
     """[iqp] policy (edf, llf, sjf, rr), resources (jobs the Spark cluster runs at once),
     lease_seconds (a holder that stops heartbeating loses its resource after this long: short, so
-    a killed task's resource goes on within seconds; its holder renews it every `heartbeat_seconds`).
+    a killed task's resource goes on within seconds; its holder renews it every `heartbeat_seconds`),
+    resume_seconds (how much longer a grant waits for its task to take it: a task deferred in the
+    triggerer resumes through the scheduler, the executor and a new process, 10-20 s on a busy host).
     """
 
     policy: Policy = Policy.EDF
     resources: int = 1
     lease_seconds: float = 10.0
+    resume_seconds: float = 30.0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _policy(self.policy))
         object.__setattr__(self, "resources", _resources(self.resources))
         object.__setattr__(self, "lease_seconds", _lease_seconds(self.lease_seconds))
+        object.__setattr__(self, "resume_seconds", _resume_seconds(self.resume_seconds))
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -65,11 +69,13 @@ class DispatchSettings:
             raw = conf.get(SECTION, option, fallback=None)
             return raw.strip() if raw is not None and raw.strip() else None
 
-        policy, resources, lease_seconds = read("policy"), read("resources"), read("lease_seconds")
+        policy, resources = read("policy"), read("resources")
+        lease, resume = read("lease_seconds"), read("resume_seconds")
         return cls(
             cls.policy if policy is None else _policy(policy.lower()),
             cls.resources if resources is None else _resources(_parsed("resources", resources)),
-            cls.lease_seconds if lease_seconds is None else _lease_seconds(_parsed("lease_seconds", lease_seconds)),
+            cls.lease_seconds if lease is None else _lease_seconds(_parsed("lease_seconds", lease)),
+            cls.resume_seconds if resume is None else _resume_seconds(_parsed("resume_seconds", resume)),
         )
 
 
@@ -93,6 +99,13 @@ def _lease_seconds(value: object) -> float:
         return number(value, "[iqp] lease_seconds", minimum=5)
     except ValueError as err:
         raise InvalidSetting(f"{err} ({option_env('lease_seconds')})") from None
+
+
+def _resume_seconds(value: object) -> float:
+    try:
+        return number(value, "[iqp] resume_seconds", minimum=0)
+    except ValueError as err:
+        raise InvalidSetting(f"{err} ({option_env('resume_seconds')})") from None
 
 
 def _parsed(option: str, raw: str) -> int | float:

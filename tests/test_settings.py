@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def no_iqp_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for option in ("policy", "resources", "lease_seconds"):
+    for option in ("policy", "resources", "lease_seconds", "resume_seconds"):
         monkeypatch.delenv(option_env(option), raising=False)
 
 
@@ -33,8 +33,9 @@ def test_settings_come_from_the_iqp_config_section(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("AIRFLOW__IQP__POLICY", " LLF ")
     monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "3")
     monkeypatch.setenv("AIRFLOW__IQP__LEASE_SECONDS", "90")
+    monkeypatch.setenv("AIRFLOW__IQP__RESUME_SECONDS", "0")
     settings = DispatchSettings.load()
-    assert settings == DispatchSettings(Policy.LLF, 3, 90.0)
+    assert settings == DispatchSettings(Policy.LLF, 3, 90.0, 0.0)
     assert settings.policy is Policy.LLF
 
 
@@ -42,7 +43,7 @@ def test_settings_come_from_the_iqp_config_section(monkeypatch: pytest.MonkeyPat
 def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__IQP__RESOURCES", "  ")
     settings = DispatchSettings.load()
-    assert settings == DispatchSettings(Policy.EDF, 1, 10.0)
+    assert settings == DispatchSettings(Policy.EDF, 1, 10.0, 30.0)
     assert settings.heartbeat_seconds == 2.5, "a killed holder's lease lapses within 10 s, renewed every 2.5 s"
 
 
@@ -55,6 +56,7 @@ def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatc
         ("lease_seconds", "nan", r"\[iqp\] lease_seconds must be a finite number, got nan"),
         ("lease_seconds", "4.9", r"\[iqp\] lease_seconds must be >= 5, got 4.9 \(AIRFLOW__IQP__LEASE_SECONDS\)"),
         ("lease_seconds", "1m", r"\[iqp\] lease_seconds = '1m' is not a number \(AIRFLOW__IQP__LEASE_SECONDS\)"),
+        ("resume_seconds", "-1", r"\[iqp\] resume_seconds must be >= 0, got -1 \(AIRFLOW__IQP__RESUME_SECONDS\)"),
     ],
 )
 @pytest.mark.usefixtures("no_iqp_config")
@@ -68,7 +70,7 @@ def test_bad_values_name_the_option_and_its_variable(
 
 @pytest.mark.parametrize(
     "kwargs",
-    [{"resources": True}, {"resources": 0}, {"lease_seconds": math.inf}, {"policy": "fifo"}],
+    [{"resources": True}, {"resources": 0}, {"lease_seconds": math.inf}, {"resume_seconds": -1}, {"policy": "fifo"}],
 )
 def test_settings_made_in_code_are_checked_too(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidSetting, match=next(iter(kwargs))):

@@ -46,10 +46,6 @@ class DemoAirflow:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__IQP__POLICY": POLICY,  # the dispatcher's; one Spark job at a time (resources = 1)
-            # A grant to a deferred task must outlast its resume (trigger, scheduler, a new task
-            # process), which took up to 16 s on 2 shared cores: with the default 10 s a merge's
-            # lease ran out before its job committed and the window failed its first attempt.
-            "AIRFLOW__IQP__LEASE_SECONDS": "30",
             "AIRFLOW__CORE__PARALLELISM": "4",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",

@@ -6,7 +6,10 @@ compare-and-set updates make it safe under concurrency on PostgreSQL (READ COMMI
 SQLite alike: the resource row moves only from the fence it was read at, and the request only
 from `waiting`; a lost race rolls back to a savepoint and grants nothing twice.
 
-Leases expire unless their holder heartbeats, so a dead worker's resource comes back. The
+Leases expire unless their holder heartbeats, so a dead worker's resource comes back. A grant's
+first term also waits `resume_seconds` for its task to take it: a task deferred in the
+triggerer comes back through the scheduler and a new process, which can take longer than a
+lease; once taken, the lease runs `lease_seconds` from its last heartbeat. The
 grant can run in any task (after it registers, after it releases); triggers call only the
 read-only `would_grant` to learn whether their task should come back and dispatch.
 
@@ -103,12 +106,15 @@ def register(
     remaining_cost: float,
     lease_seconds: float,
     now: datetime,
+    resume_seconds: float = 0.0,
 ) -> int | None:
     """Queue a request and return its id. A window has one open request at a time: if this
     slot already has it (a resumed or retried task), its id comes back; if another slot has
-    it, None (wait until it is released).
+    it, None (wait until it is released). Its grant waits `resume_seconds` more than a lease
+    for its task to take it (none: the task waits in its own process and takes it at once).
     """
     number(lease_seconds, "lease_seconds", above=0)
+    number(resume_seconds, "resume_seconds", minimum=0)
     if (found := _open_request(session, window_id)) is not None:
         return found.id if (found.slot, found.kind) == (slot, kind) else None
     try:
@@ -122,6 +128,7 @@ def register(
                 deadline=deadline,
                 remaining_cost=remaining_cost,
                 lease_seconds=lease_seconds,
+                resume_seconds=resume_seconds,
                 state=RequestState.WAITING,
                 registered_at=now,
             )
@@ -175,34 +182,36 @@ def heartbeat(session: Session, lease: Lease, now: datetime) -> Lease | None:
     return _extend(session, lease, now)
 
 
-def take(session: Session, lease: Lease, attempt: str, now: datetime) -> bool:
-    """Mark the request as run by `attempt` (a task try); False if another attempt runs it under
-    a live lease. A retry comes back to the request of the attempt before it, which Airflow may
-    have failed while it still ran (apache/airflow#71580): it must not run the job a second time
-    under the same lease. Once that lease has expired, the retry takes it over; a request no
-    longer granted is the lease keeper's to report lost.
+def take(session: Session, lease: Lease, attempt: str, now: datetime) -> Lease | None:
+    """Mark the request as run by `attempt` (a task try) and start its lease's term from now
+    (the grant's first term also waited for the task's resume); None if another attempt runs it
+    under a live lease. A retry comes back to the request of the attempt before it, which Airflow
+    may have failed while it still ran (apache/airflow#71580): it must not run the job a second
+    time under the same lease. Once that lease has expired, the retry takes it over; a request
+    no longer granted is the lease keeper's to report lost (the lease comes back unchanged).
     """
     expired = (
         select(Resource.id)
         .where(Resource.id == lease.resource, Resource.fence == lease.fence, Resource.lease_expires < now)
         .exists()
     )
-    return bool(
-        _changed(
-            session,
-            update(DispatchRequest)
-            .where(
-                DispatchRequest.id == lease.request,
-                or_(
-                    DispatchRequest.state != RequestState.GRANTED,
-                    DispatchRequest.taken_by.is_(None),
-                    DispatchRequest.taken_by == attempt,
-                    expired,
-                ),
-            )
-            .values(taken_by=attempt),
+    taken = _changed(
+        session,
+        update(DispatchRequest)
+        .where(
+            DispatchRequest.id == lease.request,
+            or_(
+                DispatchRequest.state != RequestState.GRANTED,
+                DispatchRequest.taken_by.is_(None),
+                DispatchRequest.taken_by == attempt,
+                expired,
+            ),
         )
+        .values(taken_by=attempt),
     )
+    if not taken:
+        return None
+    return _extend(session, lease, now) or lease
 
 
 def confirm(session: Session, lease: Lease, now: datetime) -> Lease | None:
@@ -355,10 +364,15 @@ def _take(
     answer says which row moved under us.
     """
     resource_id, old_holder, old_fence = resource
-    seconds = session.scalar(select(DispatchRequest.lease_seconds).where(DispatchRequest.id == chosen.request))
-    if seconds is None:
+    terms = session.execute(
+        select(DispatchRequest.lease_seconds, DispatchRequest.resume_seconds).where(
+            DispatchRequest.id == chosen.request
+        )
+    ).one_or_none()
+    if terms is None:
         return Lost.REQUEST
-    fence, expires = old_fence + 1, now + timedelta(seconds=seconds)
+    seconds, resume = terms
+    fence, expires = old_fence + 1, now + timedelta(seconds=seconds + (resume or 0.0))
     savepoint = session.begin_nested()
     # Still free or expired, too: a heartbeat changes no fence, and one that committed after our
     # read must keep its lease (on PostgreSQL the update re-checks this on the newest row).

@@ -344,6 +344,7 @@ class DispatchRequest(Base):
     deadline: Mapped[datetime]
     remaining_cost: Mapped[float] = mapped_column(Float)
     lease_seconds: Mapped[float] = mapped_column(Float)
+    resume_seconds: Mapped[float | None] = mapped_column(Float)  # the grant's wait for its task to take it
     state: Mapped[str] = mapped_column(String(20), default=RequestState.WAITING.value)
     registered_at: Mapped[datetime]
     granted_at: Mapped[datetime | None]

@@ -249,9 +249,10 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         attempt = _attempt(context)
         with session_scope() as session:
             taken = dispatch.take(session, lease, attempt, datetime.now(UTC))
-        if not taken:
+        if taken is None:
             self.log.warning("request %d runs in an earlier attempt of this task; waiting until it ends", lease.request)
             self.defer(trigger=RequestEndedTrigger(lease.request), method_name="resume_after_other_attempt")
+        lease = taken
         self.log.info("request %d holds resource %d (fence %d)", lease.request, lease.resource, lease.fence)
         keeper = LeaseKeeper(
             lease,
@@ -316,5 +317,6 @@ def _register(session: Session, request: ResourceRequest, settings: DispatchSett
         deadline=request.deadline,
         remaining_cost=request.remaining_cost,
         lease_seconds=settings.lease_seconds,
+        resume_seconds=settings.resume_seconds,
         now=now,
     )

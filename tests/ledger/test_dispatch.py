@@ -58,6 +58,7 @@ def _register(
     slot: int = 0,
     kind: JobKind = JobKind.PARTIAL,
     lease_seconds: float = 30.0,
+    resume_seconds: float = 0.0,
 ) -> int | None:
     return dispatch.register(
         session,
@@ -69,6 +70,7 @@ def _register(
         deadline=deadline or _s(3600),
         remaining_cost=remaining,
         lease_seconds=lease_seconds,
+        resume_seconds=resume_seconds,
         now=now,
     )
 
@@ -277,6 +279,28 @@ def test_a_heartbeat_extends_the_lease_so_it_is_not_reclaimed(ledger_db: str) ->
     assert (taken.request, taken.fence) == (b, 2)
     with session_scope(ledger_db) as s:
         assert dispatch.heartbeat(s, extended, _s(52)) is None
+
+
+def test_a_grant_waits_for_its_deferred_task_to_take_it_then_runs_a_lease_from_the_take(ledger_db: str) -> None:
+    with session_scope(ledger_db) as s:
+        a, b = (_register(s, _window(s, q), q, now=T0, resume_seconds=20.0) for q in ("qa", "qb"))
+    assert a is not None
+    assert b is not None
+    (granted,) = _grant(ledger_db, T0)
+    assert (granted.request, granted.expires) == (a, _s(50))  # a lease, and the task's resume
+    assert _grant(ledger_db, _s(45)) == []  # untaken, yet not reclaimed: its task is coming back
+    with session_scope(ledger_db) as s:
+        taken = dispatch.take(s, granted, "qa/r/partial/0/1", _s(46))
+    assert taken == Lease(a, 0, 1, _s(76))  # from the take on, a lease's term
+    assert _state(ledger_db, a) == dispatch.RequestStatus(a, RequestState.GRANTED, taken)
+    assert _grant(ledger_db, _s(75)) == []
+    (reclaimed,) = _grant(ledger_db, _s(77))  # no heartbeat since the take
+    assert (reclaimed.request, reclaimed.expires) == (b, _s(127))
+    # A task that never comes back keeps the resource no longer than the lease and its resume.
+    (after,) = _waiting(ledger_db, ["qc"])
+    assert _grant(ledger_db, _s(126)) == []
+    assert _grant(ledger_db, _s(128))[0].request == after
+    assert _state(ledger_db, b).state == RequestState.EXPIRED
 
 
 def test_a_grant_gives_its_job_cores_which_the_lease_carries_while_it_is_extended(ledger_db: str) -> None:
@@ -591,7 +615,9 @@ def test_a_granted_request_is_run_by_one_task_try_until_its_lease_runs_out(ledge
     with session_scope(ledger_db) as s:
         assert dispatch.take(s, lease, "q1/r/partial/0/1", _s(2))
         assert not dispatch.take(s, lease, "q1/r/partial/0/2", _s(3))  # the earlier try still holds it
-        assert dispatch.take(s, lease, "q1/r/partial/0/1", _s(4))
-        assert dispatch.take(s, lease, "q1/r/partial/0/2", lease.expires + timedelta(seconds=1))  # ran out
+        again = dispatch.take(s, lease, "q1/r/partial/0/1", _s(4))
+        assert again is not None
+        assert again.expires == _s(34)  # each take starts a lease's term
+        assert dispatch.take(s, lease, "q1/r/partial/0/2", again.expires + timedelta(seconds=1))  # ran out
         taken_by = s.scalar(select(DispatchRequest.taken_by).where(DispatchRequest.id == request))
     assert taken_by == "q1/r/partial/0/2"

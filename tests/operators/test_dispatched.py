@@ -319,5 +319,5 @@ def test_a_retry_takes_over_the_lease_of_an_earlier_attempt_once_it_ran_out(url:
     lease = grant_one(url, 1.0, datetime.now(UTC) - timedelta(seconds=5))  # expired, not reclaimed
     with session_scope(url) as s:
         assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC) - timedelta(seconds=5))
-        assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC))  # the same try, again
-        assert dispatch.take(s, lease, "q6/r/job/-1/2", datetime.now(UTC))
+        assert dispatch.take(s, lease, "q6/r/job/-1/1", datetime.now(UTC) - timedelta(seconds=5))  # the same try, again
+        assert dispatch.take(s, lease, "q6/r/job/-1/2", datetime.now(UTC))  # its 1 s term ran out
