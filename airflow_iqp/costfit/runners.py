@@ -4,8 +4,8 @@ Every runner calls the very jobs the scheduler runs (`partial_job`, `merge_job`)
 is fitted to the work that will be planned, output commit included.
 `InProcessRunner` times the job alone in one shared session; `SubmitRunner` times the whole
 `spark-submit` process, since JVM and session start-up are paid by every batch on that path;
-`ConnectRunner` times a job as the operator runs it on Spark Connect: a session of its own on
-the server, opened, tagged, used and released.
+`ConnectRunner` runs a job as the operator runs it on Spark Connect, in a session of its own on
+the server, and times it as the task records its cost: from the open session to the commit.
 """
 
 from __future__ import annotations
@@ -95,22 +95,24 @@ class ConnectRunner:
         self.url = url
 
     def partial(self, spec: PartialSpec) -> float:
-        """Time `partial_job.run` in a session of its own, session start and release included."""
+        """Time `partial_job.run` in a session of its own, as a task records its job's cost: from
+        the open session to the commit (`DispatchedSparkSubmitOperator.run_spark_job`).
+        """
         from airflow_iqp.spark.jobs import partial_job
 
-        return _timed(lambda: self._in_session(lambda spark: partial_job.run(spec, spark)))
+        return self._in_session(lambda spark: partial_job.run(spec, spark))
 
     def merge(self, spec: MergeSpec) -> float:
-        """Time `merge_job.run` in a session of its own, session start and release included."""
+        """Time `merge_job.run` in a session of its own, timed as `partial` is."""
         from airflow_iqp.spark.jobs import merge_job
 
-        return _timed(lambda: self._in_session(lambda spark: merge_job.run(spec, spark)))
+        return self._in_session(lambda spark: merge_job.run(spec, spark))
 
-    def _in_session(self, run: Callable[[SparkSession], object]) -> None:
+    def _in_session(self, run: Callable[[SparkSession], object]) -> float:
         from airflow_iqp.spark.connect import ConnectJob
 
         with ConnectJob(self.url, "iqp-fit-cost-model") as job:
-            run(job.spark)
+            return _timed(lambda: run(job.spark))
 
 
 def _timed(run: Callable[[], object]) -> float:

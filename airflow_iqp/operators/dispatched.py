@@ -50,7 +50,7 @@ from airflow_iqp.ledger import dispatch, session_scope
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.runtime.lease import LeaseKeeper, tag
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.spark.connect import ConnectJob
+from airflow_iqp.spark.connect import ConnectJob, load_client
 from airflow_iqp.spark.jobs.locations import local_path
 from airflow_iqp.spark.paths import connect_url, execution_path, submit_cores, submit_driver
 from airflow_iqp.spark.submit import SubmitJob
@@ -111,24 +111,30 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         (apache/airflow#71580), and the retry must not run the job again.
         """
 
-    def run_spark_job(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> None:
+    def run_spark_job(self, context: Context, spec: PartialSpec | MergeSpec, spec_file: Path) -> float:
         """Run the partial or merge job of `spec`; call it only while holding the lease (from
         `run_granted`). The spec is written to `spec_file` on either path, as the record of what
         ran. Input files the job cannot read are raised as the jobs' `CorruptInput`.
+
+        Returns the job's seconds, its cost: a spark-submit application from submit to exit (its
+        JVM start-up is every such job's own cost), a Connect job from its session's first operation
+        to its commit (the client import and the session opening are this task's, not the query's).
         """
         keeper = self._keeper
         if keeper is None:
             raise RuntimeError(f"{self.task_id}: a Spark job may run only under the dispatcher's lease")
         spec_file.write_text(spec.to_json())
         if self.execution_path() is ExecutionPath.SPARK_CONNECT:
-            self._run_on_connect(spec, keeper)
-            return
+            return self._run_on_connect(spec, keeper)
+        began = time.perf_counter()
         self._submit(spec, spec_file)
+        seconds = time.perf_counter() - began
         try:  # the application committed on its own: keep its output only under a live lease
             keeper.confirm()
         except LeaseLostError:
             shutil.rmtree(local_path(spec.output), ignore_errors=True)
             raise
+        return seconds
 
     def leased_output(self, base: Path) -> Path:
         """Where this attempt's job writes: `base` with the lease's fence, so a job that outlived its
@@ -149,15 +155,28 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         finally:
             self._running = None
 
-    def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: LeaseKeeper) -> None:
-        """The job in this thread, in a Connect session of its own, tagged with its lease."""
+    def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: LeaseKeeper) -> float:
+        """The job in this thread, in a Connect session of its own, tagged with its lease; the
+        seconds it ran once its session was open.
+        """
+        opening = time.perf_counter()
         with ConnectJob(connect_url(self._conn_id), tag(keeper.lease)) as job:
-            self.log.info("Spark Connect session %s, operations tagged %s", job.session_id, job.tag)
+            began = time.perf_counter()
+            opened = began - opening
+            self.log.info("Spark Connect session %s opened in %.2f s, tagged %s", job.session_id, opened, job.tag)
             self._running = job
             try:
                 job.run(spec, before_commit=keeper.confirm)
             finally:
                 self._running = None
+            return time.perf_counter() - began
+
+    def _load_client(self) -> None:
+        """On Spark Connect, import the client before this task can be granted: about a second in
+        a fresh task process, which the lease would otherwise hold the resource through.
+        """
+        if self.execution_path() is ExecutionPath.SPARK_CONNECT:
+            load_client()
 
     def on_kill(self) -> None:
         """Interrupt the running Connect job's operations, or kill its spark-submit application."""
@@ -181,6 +200,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
 
     def queue_for_resource(self, context: Context, request: ResourceRequest) -> Any:
         """Register the request and grant in one transaction, then run with the lease or wait for it."""
+        self._load_client()
         settings = DispatchSettings.load()
         now = datetime.now(UTC)
         with session_scope() as session:
@@ -202,6 +222,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
 
     def resume_granted(self, context: Context, event: dict[str, Any], **_: Any) -> Any:
         """Back from GrantTrigger: grant if the trigger saw a grant due, then run or wait again."""
+        self._load_client()
         settings = DispatchSettings.load()
         if event["state"] == GRANT_DUE:
             with session_scope() as session:

@@ -107,9 +107,8 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         committed.parent.mkdir(parents=True, exist_ok=True)
         spec = merge_spec(decl, partials, committed)
         path = self.execution_path()
-        started = datetime.now(UTC)
         try:
-            self.run_spark_job(context, spec, committed.with_suffix(".spec.json"))
+            seconds = self.run_spark_job(context, spec, committed.with_suffix(".spec.json"))
         except BaseException:
             with session_scope() as session:
                 store.record_merge(session, window_id, datetime.now(UTC), None, None, status=WindowStatus.FAILED)
@@ -137,7 +136,7 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         with session_scope() as session:
             met = store.record_merge(session, window_id, finished, rows, str(committed))
             store.record_result(session, window_id, location, rows, finished)
-            observe(session, decl, path, JobKind.MERGE, len(partials), (merged - started).total_seconds())
+            observe(session, decl, path, JobKind.MERGE, len(partials), seconds)
         context["outlet_events"][self.result].extra = {
             "window_start": start.isoformat(),
             "window_end": end.isoformat(),

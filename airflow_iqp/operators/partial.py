@@ -188,15 +188,16 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
 
     def _run_job(
         self, context: Context, index: int, files: dict[str, list[str]], selection: WindowSelection, output: Path
-    ) -> None:
-        """Run the partial job over `files`; quarantine unreadable files when declared to."""
+    ) -> float:
+        """Run the partial job over `files`, its seconds (`run_spark_job`); quarantine unreadable
+        files when declared to (the seconds are then the run over the rest).
+        """
         decl = self.declaration
         samples = self.work.descriptor.window_input.schema_samples(selection)
         while True:
             spec = partial_spec(decl, files, output, schema_files=samples)
             try:
-                self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
-                return
+                return self.run_spark_job(context, spec, output.with_suffix(".spec.json"))
             except UnreadableInput as err:
                 names = ", ".join(f"{c.file} ({c.error})" for c in err.files)
                 if decl.on_corrupt is not OnCorrupt.QUARANTINE:
@@ -468,21 +469,21 @@ def recorded_partial(
     window_id: int,
     index: int,
     output: Path,
-    run: Callable[[], None],
+    run: Callable[[], float],
 ) -> datetime:
-    """Run a batch's partial job (`run`, under the task's lease) and record it: failed if it
-    raises, else done with its input rows and cost, observed for the cost model. Returns its end.
+    """Run a batch's partial job (`run`, under the task's lease; it returns the job's seconds)
+    and record it: failed if it raises, else done with its input rows and cost, observed for the
+    cost model. Returns its end.
     """
     started = datetime.now(UTC)
     try:
-        run()
+        seconds = run()
     except BaseException:
         with session_scope() as session:
             store.fail_batch(session, window_id, index)
         raise
     ended = datetime.now(UTC)
     rows = sum(read_marker(output)["input_rows"].values())
-    seconds = (ended - started).total_seconds()
     with session_scope() as session:
         store.finish_batch(session, window_id, index, started, ended, rows, seconds, str(output))
         observe(session, declaration, path, JobKind.PARTIAL, rows, seconds)

@@ -15,6 +15,7 @@ turn a classic session in the same process (the tests', the verifier's) into a b
 
 from __future__ import annotations
 
+import importlib
 import socket
 import uuid
 from typing import TYPE_CHECKING, cast
@@ -51,6 +52,22 @@ def probe(url: str) -> None:
             f"the Spark Connect server at {host}:{port} does not answer ({err}); start it (`iqp connect-server "
             "start`) or fix the Spark connection"
         ) from None
+
+
+# What a Connect job imports: about a second in a fresh task process (gRPC, Arrow, pandas).
+CLIENT_MODULES = (
+    "pyspark.sql.connect.session",
+    "airflow_iqp.spark.jobs.partial_job",
+    "airflow_iqp.spark.jobs.merge_job",
+)
+
+
+def load_client() -> None:
+    """Import the Connect client and the jobs now: a task calls it before it can be granted the
+    Spark resource, so neither its lease nor its job's measured cost includes the import.
+    """
+    for name in CLIENT_MODULES:
+        importlib.import_module(name)
 
 
 def session_url(base: str, session_id: str) -> str:

@@ -72,13 +72,13 @@ def test_a_window_without_a_prediction_has_no_error() -> None:
     assert cost.actual == pytest.approx(33.0)
 
 
-def test_the_target_counts_only_predicted_windows_from_the_fourth_on() -> None:
+def test_the_target_counts_only_predicted_windows_from_the_third_on() -> None:
     jobs = [
         job(1, "batch 0", None, 10.0, plan="calibration"),
-        job(3, "batch 0", 20.0, 10.0),  # +100%, before the target applies
-        job(4, "batch 0", 11.0, 10.0),  # +10%
-        job(5, "batch 0", 8.5, 10.0),  # -15%
-        job(6, "batch 0", None, 10.0, plan="historical"),
+        job(2, "batch 0", 20.0, 10.0),  # +100%, before the target applies
+        job(3, "batch 0", 11.0, 10.0),  # +10%
+        job(4, "batch 0", 8.5, 10.0),  # -15%
+        job(5, "batch 0", None, 10.0, plan="historical"),
     ]
     assert bench.worst_error(bench.window_costs(jobs)) == pytest.approx(0.15)
     assert bench.worst_error(bench.window_costs(jobs[:2])) is None

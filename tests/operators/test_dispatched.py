@@ -218,6 +218,7 @@ def test_a_slowed_batch_flags_its_window_at_risk_before_the_deadline(
     url: str, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("AIRFLOW__IQP__LEASE_SECONDS", "5")  # a heartbeat, and a forecast, every 1.25 s
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     now = datetime.now(UTC)
     deadline = now + timedelta(seconds=10)  # on time: the plan finishes at now + 4 s
     window_id = slow_window(now, deadline)

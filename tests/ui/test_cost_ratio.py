@@ -20,6 +20,15 @@ by -54% to +49% over earlier runs on a loaded machine). Warmed up with every kin
 windows and the single batch run, three runs (2026-11-26, load 1.7-2.2) were off by -5.3%,
 -3.8% and +7.2%; in a whole `make test` (2026-11-27, the session shared with the suite's other
 Spark tests) -13.3%: the model's one batch 0.50 s against a measured 0.44 s.
+
+Now one single batch is measured after each window (the median compared), so a drift of the
+machine's speed between the windows and the single batch no longer counts as the model's error,
+and the ledger is created before the warm-up. Measured 2026-11-27 (alone unless said): -3.9%,
++25.0%, +4.5%, -26.4% (other work began during window 1: its jobs and the single batch after it
+took 1.5-2x the later ones), and -2.2% beside a run of Spark and planning tests. What is left is
+the one partial as large as a single batch that a dynamic DAG ever runs, its calibration's: the
+model's one batch rests on that job, and one such 0.3 s job off by a quarter on 2 shared cores
+(+25.0%: it took 0.33 s, the single batches 0.37-0.47 s) moves the ratio as much.
 """
 
 from __future__ import annotations
@@ -58,8 +67,7 @@ DAG_ID = "iqp_q14"
 PATH = ExecutionPath.IN_PROCESS
 SCALE, FILES, BATCHES = 0.15, 10, 5  # ~30,000 lineitem rows a file: three windows of 10 files, two a batch
 WARM_ROUNDS = 3  # the windows' and the single batch's jobs a fresh session runs, unrecorded, first
-SINGLE_RUNS = 3
-TOLERANCE = 0.25  # issue 22 asks 0.1: met alone three times, not in the whole suite (-13.3%)
+TOLERANCE = 0.25  # issue 22 asks 0.1: not met reliably (above)
 WINDOW = timedelta(minutes=2)
 START = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
 
@@ -157,20 +165,12 @@ def run_window(
 
 
 def measured_single(source: TpchSource, units: range, out: Path, spark: SparkSession) -> tuple[float, float, int]:
-    """ONE partial over all of `units` plus its merge, with the same jobs: the median of
-    `SINGLE_RUNS` runs of each (a second-long job varies by a third on a loaded machine), and
-    the rows it read.
+    """ONE partial over all of `units` plus its merge, with the same jobs: their seconds and the
+    rows the partial read.
     """
-    partial_s, merge_s, rows = [], [], set()
-    for run in range(SINGLE_RUNS):
-        spec = source.partial_spec(units, out / f"single{run}")
-        seconds, marker = timed(lambda: partial_job.run(spec, spark))
-        partial_s.append(seconds)
-        rows.add(sum(marker["input_rows"].values()))
-        merge = source.merge_spec([out / f"single{run}"], out / f"single{run}-merged")
-        merge_s.append(timed(lambda: merge_job.run(merge, spark))[0])
-    (read_rows,) = rows
-    return statistics.median(partial_s), statistics.median(merge_s), read_rows
+    partial_s, marker = timed(lambda: partial_job.run(source.partial_spec(units, out / "partial"), spark))
+    merge_s, _ = timed(lambda: merge_job.run(source.merge_spec([out / "partial"], out / "merged"), spark))
+    return partial_s, merge_s, sum(marker["input_rows"].values())
 
 
 def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSession, tmp_path: Path) -> None:
@@ -184,6 +184,9 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
         [range(0, 1), range(1, FILES)],  # the calibration: one file, then the rest
         *([range(i, i + size) for i in range(first, first + FILES, size)] for first in (FILES, 2 * FILES)),
     ]
+    # The ledger is created (migrated) and the windows planned before the warm-up: the first
+    # recorded job ran right after the migration and was 10-80% slower than a 2-file one.
+    recorded = [Window(url, decl, START + n * WINDOW) for n in range(len(windows))]
     # A fresh session's first jobs of a kind pay its warm-up (JIT, class loading, code generation
     # per plan: a merge of one partial and the union of several are different plans); a server's
     # that has run a few windows do not. Warm it up with every kind of job the windows and the
@@ -195,11 +198,17 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
             for n, units in enumerate(batches):
                 partial_job.run(source.partial_spec(units, out / f"partial{n}"), spark)
             merge_job.run(source.merge_spec([out / f"partial{n}" for n in range(len(batches))], out / "merged"), spark)
-    jobs = [
-        run_window(Window(url, decl, START + n * WINDOW), source, batches, tmp_path / f"w{n}", spark)[0]
-        for n, batches in enumerate(windows)
-    ]
-    partial_s, merge_s, rows = measured_single(source, range(2 * FILES, 3 * FILES), tmp_path, spark)
+    # One single batch right after each window, not all of them after the last: the model learns
+    # from jobs spread over the windows, and a machine whose speed drifts meanwhile (other work
+    # starting or ending, the session's JVM still warming) would otherwise be measured at
+    # another speed than the one the model saw. The median of the three is compared.
+    jobs, singles = [], []
+    for n, batches in enumerate(windows):
+        jobs.append(run_window(recorded[n], source, batches, tmp_path / f"w{n}", spark)[0])
+        singles.append(measured_single(source, range(2 * FILES, 3 * FILES), tmp_path / f"single{n}", spark))
+    partial_s = statistics.median(p for p, _, _ in singles)
+    merge_s = statistics.median(m for _, m, _ in singles)
+    (rows,) = {r for _, _, r in singles}
 
     with session_scope(url, read_only=True) as s:
         query = read.query_of_dag(s, DAG_ID)
@@ -216,6 +225,7 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
     actual_ratio = summary.cost_s / (partial_s + merge_s)
     print(
         f"\njobs by window (s; batches, then the merge): {[[round(x, 2) for x in w] for w in jobs]}\n"
+        f"single batch after each window (s; partial, merge): {[(round(p, 2), round(m, 2)) for p, m, _ in singles]}\n"
         f"last window: {BATCHES} batches over {rows} rows, actual {summary.cost_s:.2f} s\n"
         f"one batch: stored {summary.cost_model} model {summary.single_batch_cost_s:.2f} s "
         f"[95%: {summary.single_batch_low_s:.2f}, {summary.single_batch_high_s:.2f}], "
