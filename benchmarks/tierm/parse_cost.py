@@ -27,7 +27,7 @@ dag = intermittent_query(
     dag_id="parse_q6", query="q6", window=timedelta(seconds=30), deadline=timedelta(seconds=20),
     streams={{"lineitem": FileStream("{root}/landing/lineitem")}}, output="{root}/results/{{dag_id}}/{{window_start}}",
     rate=ArrivalRate(files_per_second=0.5, rows_per_file=2000.0), cost_model="q6",
-    start_date=datetime(2026, 1, 1), work_dir="{root}/work", mode="dynamic", alpha=0.5,
+    start_date=datetime(2026, 1, 1), work_dir="{root}/work", mode="dynamic", alpha=0.5, tau_max=30,
 )
 """
 PLAIN_DAG = """
