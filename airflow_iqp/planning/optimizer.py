@@ -15,12 +15,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ortools.linear_solver import pywraplp
-
 from airflow_iqp.planning.arrival import FixedRateArrival, StepArrival
 from airflow_iqp.planning.cost import LinearCost, PiecewiseLinearCost
 
 if TYPE_CHECKING:
+    from ortools.linear_solver import pywraplp
+
     from airflow_iqp.planning.plan import Batch
     from airflow_iqp.planning.window import Window
 
@@ -88,6 +88,8 @@ class BatchOptimizer:
         return batches * per_batch + self.window.agg(batches)
 
     def _build(self, batches: int, deadline: float) -> _Model:
+        from ortools.linear_solver import pywraplp  # here: the package is imported at every DAG parse
+
         w = self.window
         solver = pywraplp.Solver.CreateSolver("SCIP")
         horizon = deadline - self.origin
@@ -133,6 +135,8 @@ class BatchOptimizer:
         solver.Add(start >= sum((t - self.origin) * z for t, z in zip(arrival.times, steps)))
 
     def _solve(self, model: _Model) -> list[int] | None:
+        from ortools.linear_solver import pywraplp
+
         status = model.solver.Solve()
         if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
             return None

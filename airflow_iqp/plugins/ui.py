@@ -10,11 +10,13 @@ browsers fetch a rebuilt bundle instead of a cached one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_iqp.ui.api import STATIC, create_app
+from airflow_iqp.ui import STATIC
 
 URL_PREFIX = "/iqp"
 BUNDLE_FILE = STATIC / "iqp.umd.js"
@@ -30,11 +32,28 @@ def bundle_url() -> str:
 BUNDLE = bundle_url()
 
 
+@functools.cache
+def monitor_apps() -> list[dict[str, Any]]:
+    """The monitor's app, built once, when the API server mounts it."""
+    from airflow_iqp.ui.api import create_app
+
+    return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "IQP monitor"}]
+
+
+class _BuiltWhenRead:
+    """`fastapi_apps`, built on first read: every process that loads plugins (each DAG file
+    parse, for our timetable) would otherwise import FastAPI and the API, ~0.7 CPU-s.
+    """
+
+    def __get__(self, instance: object, owner: type | None = None) -> list[dict[str, Any]]:
+        return monitor_apps()
+
+
 class IqpUiPlugin(AirflowPlugin):
     """The nav page "IQP", a tab on every DAG run, a dashboard card, and the API behind them."""
 
     name = "airflow_iqp_ui"
-    fastapi_apps = [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "IQP monitor"}]
+    fastapi_apps = _BuiltWhenRead()
     react_apps = [
         {
             "name": "IQP",

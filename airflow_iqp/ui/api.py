@@ -12,7 +12,6 @@ in a mounted app is this app's state, not the API server's.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 from airflow.api_fastapi.app import get_auth_manager
@@ -24,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.ui import read, risk, views
+from airflow_iqp.ui import STATIC, read, risk, views
 from airflow_iqp.ui.models import (
     DispatcherView,
     MissesView,
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
     from sqlalchemy.orm import Session
 
-STATIC = Path(__file__).parent / "static"
 API_PREFIX = "/api/v1"
 
 ReadsDag = Depends(requires_access_dag("GET", DagAccessEntity.RUN))

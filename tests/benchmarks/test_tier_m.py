@@ -1,16 +1,20 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import pytest
 
+from benchmarks.tierm.airflow_side import AirflowWindow
 from benchmarks.tierm.deadlines import REACTION_S, connect_model, deadline_offsets, single_batch_cost
 from benchmarks.tierm.run import QueryResult, SystemRun
 from benchmarks.tierm.table import totals
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from benchmarks.tierm.airflow_side import Stream
+    from benchmarks.tierm.services import Services
 
 
 def test_deadlines_grow_with_the_cumulative_costs_in_the_given_order() -> None:
@@ -45,3 +49,14 @@ def test_the_total_divides_by_ours_and_shows_airflows_share() -> None:
     assert lines[3].split("|")[8].strip() == "3.00x"  # streaming / ours-loose
     assert lines[3].split("|")[10:12] == [" 0/1 ", " 1/1 "]  # met tight, met loose
     assert ours.airflow == pytest.approx(10.0)
+
+
+def test_task_priorities_follow_the_deadlines(tmp_path: Path) -> None:
+    window = AirflowWindow(
+        services=cast("Services", None),
+        stream=cast("Stream", None),
+        config="ours-loose",
+        work=tmp_path,
+        deadlines={"q1": 16.0, "q3": 27.0, "q4": 42.0},
+    )
+    assert [window._priority(q) for q in ("q1", "q3", "q4")] == [3, 2, 1]

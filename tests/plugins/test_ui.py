@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -47,3 +49,16 @@ def test_the_bundle_url_changes_with_the_bundle() -> None:
     assert BUNDLE_FILE.is_file()
     assert bundle_url().startswith("iqp/static/iqp.umd.js?v=")
     assert len(bundle_url().split("?v=")[1]) == 12
+
+
+def test_loading_the_plugins_leaves_the_monitor_unbuilt() -> None:
+    """Every DAG parse (our timetable) and every task process loads the plugins: the API and
+    FastAPI are imported only where the app is mounted."""
+    script = (
+        "import sys; from airflow import plugins_manager; plugins_manager.ensure_plugins_loaded(); "
+        "print(sorted(p.name for p in plugins_manager._get_plugins()[0])); print('airflow_iqp.ui.api' in sys.modules)"
+    )
+    loaded = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    *_, names, api_imported = loaded.stdout.strip().splitlines()
+    assert "airflow_iqp_ui" in names
+    assert api_imported == "False"

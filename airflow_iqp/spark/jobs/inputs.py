@@ -16,9 +16,6 @@ import re
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from airflow_iqp.spark.jobs.common import JobError
 from airflow_iqp.spark.jobs.locations import is_remote, local_path, spark_location
 
@@ -80,6 +77,9 @@ def check_exist(streams: Mapping[str, StreamInput]) -> None:
 
 def parquet_rows(name: str, stream: StreamInput) -> tuple[int, list[CorruptFile]]:
     """Rows of a Parquet stream's files from their footers, and the files whose footer is unreadable."""
+    import pyarrow as pa  # here, not at the top: every DAG parse and task process imports this module
+    import pyarrow.parquet as pq
+
     rows, corrupt = 0, []
     for file, path in zip(stream.files, stream.paths):
         try:

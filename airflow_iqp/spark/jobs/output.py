@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pyarrow.parquet as pq
-
 from airflow_iqp.atomic import replace_dir, temp_sibling
 from airflow_iqp.spark.jobs.common import JobError
 from airflow_iqp.spark.jobs.locations import spark_location
@@ -36,6 +34,8 @@ def write_committed(
 
     `before_commit` runs just before the rename; if it raises, the written output is deleted.
     """
+    import pyarrow.parquet as pq  # here, not at the top: every DAG parse and task process imports this module
+
     target = Path(target).absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(target, "tmp")
