@@ -27,3 +27,12 @@ export function time(iso: string | null | undefined): string {
   if (!iso) return DASH;
   return new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, "").concat(" UTC");
 }
+
+export function coreSeconds(value: number | null | undefined): string {
+  return value === null || value === undefined ? DASH : `${Math.round(value).toLocaleString("en-US")} core-s`;
+}
+
+// `seconds` after `iso` as a clock time, hours and minutes in UTC.
+export function clockAfter(iso: string, seconds: number): string {
+  return new Date(Date.parse(iso) + seconds * 1000).toISOString().slice(11, 16);
+}
