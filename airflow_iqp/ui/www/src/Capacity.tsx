@@ -135,7 +135,14 @@ function CoreChart({ view }: { view: CapacityView }) {
           </g>
         ))}
         {view.ticks_s.map((tick) => (
-          <text key={`t${tick}`} x={x(tick)} y={height - 6} textAnchor="middle" fill={colors["fg.muted"]}>
+          <text
+            key={`t${tick}`}
+            data-testid="iqp-capacity-tick"
+            x={x(tick)}
+            y={height - 6}
+            textAnchor="middle"
+            fill={colors["fg.muted"]}
+          >
             {clockAfter(view.since, tick)}
           </text>
         ))}

@@ -32,7 +32,9 @@ export function coreSeconds(value: number | null | undefined): string {
   return value === null || value === undefined ? DASH : `${Math.round(value).toLocaleString("en-US")} core-s`;
 }
 
-// `seconds` after `iso` as a clock time, hours and minutes in UTC.
+// `seconds` after `iso` as a clock time, hours and minutes in UTC; to the nearest second, since
+// Date.parse keeps milliseconds of the API's microseconds.
 export function clockAfter(iso: string, seconds: number): string {
-  return new Date(Date.parse(iso) + seconds * 1000).toISOString().slice(11, 16);
+  const at = Math.round((Date.parse(iso) + seconds * 1000) / 1000) * 1000;
+  return new Date(at).toISOString().slice(11, 16);
 }
