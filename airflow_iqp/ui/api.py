@@ -20,11 +20,15 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, status
 from fastapi.staticfiles import StaticFiles
 
+from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.ui import STATIC, read, risk, views
+from airflow_iqp.simulation.capacity import BTU
+from airflow_iqp.spark.paths import submit_cores
+from airflow_iqp.ui import STATIC, capacity, cores, read, risk, views
 from airflow_iqp.ui.models import (
+    CapacityView,
     DispatcherView,
     MissesView,
     QueriesResponse,
@@ -41,6 +45,9 @@ if TYPE_CHECKING:
 API_PREFIX = "/api/v1"
 
 ReadsDag = Depends(requires_access_dag("GET", DagAccessEntity.RUN))
+SPARK_CONN_ID = "iqp_spark"  # intermittent_query()'s default Spark connection: whose cores a grant naming none gets
+# No [iqp] setting names a billing unit yet: the one the simulator's elastic controllers bill by.
+BILLING_UNIT = (BTU, f"the simulator's {BTU:g} s (no [iqp] setting names one)")
 
 
 def readable_dags(user: BaseUser) -> set[str]:
@@ -116,6 +123,28 @@ def router() -> APIRouter:
             rows = read.dispatcher(session, now - timedelta(hours=hours))
         return views.dispatcher(rows, policy, now, readable)
 
+    @api.get("/capacity")
+    def capacity_over_time(
+        user: GetUserDep,
+        hours: Annotated[float, Query(gt=0, le=24 * 14, description="the chart's length, up to now")] = 6,
+        confidence: Annotated[float, Query(gt=0, lt=1, description="the plan's probability of every deadline")] = 0.95,
+    ) -> CapacityView:
+        """The cores over time: used by the grants, planned for the queries' deadlines, leased by the BTU."""
+        now, readable = _now(), readable_dags(user)
+        since = now - timedelta(hours=hours)
+        default = _default_cores()
+        with _ledger() as session:
+            rows = capacity.capacity_rows(session, since, now)
+        return cores.view(
+            rows,
+            since=since,
+            now=now,
+            confidence=confidence,
+            btu=BILLING_UNIT,
+            default_cores=default,
+            readable=readable,
+        )
+
     @api.get("/misses")
     def misses(
         user: GetUserDep, days: Annotated[float, Query(gt=0, le=366, description="misses this recent")] = 7
@@ -146,6 +175,18 @@ def _forecasts(session: Session, now: datetime) -> dict[int, datetime]:
     """Every open window's predicted finish as of now (the tasks keep the ledger's own current)."""
     settings = DispatchSettings.load()
     return forecasts.forecasts(session, settings.policy, settings.resources, now)
+
+
+def _default_cores() -> int | None:
+    """The cores a grant naming none runs on: the Spark connection's `cores` extra (None: it sets
+    none, or there is no such connection).
+    """
+    from airflow.sdk.exceptions import AirflowNotFoundException
+
+    try:
+        return submit_cores(SPARK_CONN_ID, None)
+    except (AirflowNotFoundException, InvalidSetting):
+        return None
 
 
 def _query(session: Session, dag_id: str) -> read.QueryRow:

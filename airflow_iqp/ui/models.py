@@ -252,3 +252,51 @@ class MissesView(BaseModel):
     since: datetime
     missed: list[WindowSummary]
     at_risk: list[WindowSummary]
+
+
+class CoreStep(BaseModel):
+    """From `at_s` (seconds after the chart's start) until the next step, or the chart's end, `cores` cores."""
+
+    at_s: float
+    cores: int
+
+
+class CapacityPlan(BaseModel):
+    """The capacity model (`planning.capacity`) over the queries that recorded their demand."""
+
+    queries: int = Field(description="registered queries whose plan recorded a demand; the others are not planned")
+    confidence: float = Field(description="the probability of meeting every deadline the cores are sized for")
+    open_cores: int | None = Field(description="while the windows are open; None: no count the speedup covers")
+    closed_cores: int | None = Field(description="from a window's close to its deadline, beside the next's early work")
+    needed_by: str | None = Field(description="the DAG that needs the peak; None when the user may not read it")
+    speedup: str = Field(description="where the per-core speedup comes from")
+
+
+class CapacityView(BaseModel):
+    """The cores over time beside the dispatcher: used by grants, planned, and leased by the BTU."""
+
+    now: datetime
+    since: datetime = Field(description="the chart's start; every at_s counts from here, the chart ends at now")
+    span_s: float
+    ticks_s: list[float]
+    core_ticks: list[int]
+    used: list[CoreStep] = Field(description="the cores the granted jobs held (all DAGs, counted, not named)")
+    used_core_s: float
+    grants: int = Field(description="grants that held cores in the period")
+    default_grants: int = Field(description="of those, the ones that named no cores: drawn at default_cores")
+    default_cores: int | None = Field(
+        description="the Spark connection's cores extra, what a grant naming none runs on; None: not set (what "
+        "the master gives, unknown here), drawn as 1"
+    )
+    plan: CapacityPlan | None = Field(description="None: no registered query has recorded its demand yet")
+    planned: list[CoreStep]
+    leased: list[CoreStep] = Field(
+        description="what a BTU-aware controller following the plan holds (at least one core while a job holds a "
+        "grant): computed, as the ledger records no leases"
+    )
+    btu_s: float = Field(description="the billing time unit: a core is paid per started unit")
+    btu_source: str
+    billed_core_s: float | None = Field(description="started units x btu x cores of the leases, up to now")
+    fixed_billed_core_s: float | None = Field(
+        description="the plan's peak held instead, from the first lease to now, billed the same way"
+    )

@@ -1,12 +1,12 @@
 """What the monitor reads from the ledger: plain rows, detached from the session.
 
-This is the one module of the UI that knows the ledger's tables, so a schema change is met
-here (and, for windows and batches, in `ledger.rows`, whose rows the store and the demo read
-too). Since migration 0004 the DAG is the ledger's unit: a query is found by its
-`dag_id`, and a window knows the run that planned it (`run_id`), its published result, whether
-it is incomplete and its late files. A run that has not planned yet (its tab opened before
-`plan` ran) finds its window by the start the window timetable wrote into its run id.
-Dispatcher requests are tied to their DAG through their window.
+This is the module of the UI that knows the ledger's tables (with `ui.capacity`, which reads
+what the capacity view draws), so a schema change is met here (and, for windows and batches,
+in `ledger.rows`, whose rows the store and the demo read too). Since migration 0004 the DAG is
+the ledger's unit: a query is found by its `dag_id`, and a window knows the run that planned it
+(`run_id`), its published result, whether it is incomplete and its late files. A run that has
+not planned yet (its tab opened before `plan` ran) finds its window by the start the window
+timetable wrote into its run id. Dispatcher requests are tied to their DAG through their window.
 """
 
 from __future__ import annotations

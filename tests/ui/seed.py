@@ -8,8 +8,9 @@ dispatcher), around a given `now`:
   test user may not read. The long batch is what puts iqp_sales' open window at risk: its
   forecast is the batch's end, then its own second batch and merge.
 
-Every window records the run that planned it (`Seeded.run_id`), as the plan task does; the
-dispatcher's requests name their DAG, as the dispatched tasks do.
+Each DAG records its demand per window (`demand`) and every window the run that planned it
+(`Seeded.run_id`), as the plan task does; the dispatcher's requests name their DAG, as the
+dispatched tasks do.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, Mode, Policy
 from airflow_iqp.learning.cost import NotEnoughObservations, fit_cost
 from airflow_iqp.ledger import dispatch, session_scope, store
+from airflow_iqp.planning.admission import RecurringQuery
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.streams.files import DataFile
 
@@ -64,6 +66,22 @@ class Seeded:
 def run_id(window_start: datetime) -> str:
     """A run id of the window timetable for the window starting at `window_start`."""
     return f"manual__window_{window_start.isoformat()}_{(window_start + WINDOW).isoformat()}"
+
+
+def demand(dag_id: str) -> RecurringQuery:
+    """What each DAG's plan records it asks of the resource per window: its two planned batches
+    and the merge, the last batch and the merge after the close.
+    """
+    costs = (SECRET_BATCH_COST, PLANNED_COSTS[1]) if dag_id == SECRET_DAG else PLANNED_COSTS
+    window = WINDOW.total_seconds()
+    return RecurringQuery(
+        name=dag_id,
+        period=window,
+        deadline=window + GRACE.total_seconds(),
+        work=sum(costs) + MERGE_COST,
+        longest_job=max(*costs, MERGE_COST),
+        final_work=costs[1] + MERGE_COST,
+    )
 
 
 def _plan(start: datetime, costs: tuple[float, float]) -> tuple[PlanRecord, list[dict[str, Any]]]:
@@ -207,6 +225,7 @@ def seed(url: str, now: datetime) -> Seeded:
                 mode=Mode.STATIC,
                 params={"window_s": WINDOW.total_seconds(), "deadline_s": GRACE.total_seconds()},
             )
+            store.record_demand(s, demand(dag_id))
         met = _closed(s, SALES_DAG, now - seconds(3600), merge_at=642)
         late = _closed(s, SALES_DAG, now - seconds(2400), merge_at=880)  # finishes at 910 s: 10 s late
         # Open: its first batch done, its second waiting behind iqp_secret's job.

@@ -11,7 +11,8 @@ browser test (test_browser.py) runs the same routes in a real API server with it
 
 from __future__ import annotations
 
-from datetime import datetime
+import json
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -23,9 +24,19 @@ from airflow.models.dag import DagModel
 from airflow.models.revoked_token import RevokedToken
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from sqlalchemy import select
 
+from airflow_iqp.ledger import session_scope
+from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.ui.api import create_app
-from airflow_iqp.ui.models import DispatcherView, MissesView, QueriesResponse, WindowDetail, WindowsResponse
+from airflow_iqp.ui.models import (
+    CapacityView,
+    DispatcherView,
+    MissesView,
+    QueriesResponse,
+    WindowDetail,
+    WindowsResponse,
+)
 from tests.ui.seed import SALES_DAG, SECRET_DAG, Seeded
 
 if TYPE_CHECKING:
@@ -77,6 +88,7 @@ ROUTES = [
     f"/api/v1/dags/{SALES_DAG}/windows/1",
     f"/api/v1/dags/{SALES_DAG}/runs/some_run/window",
     "/api/v1/dispatcher",
+    "/api/v1/capacity",
     "/api/v1/misses",
 ]
 
@@ -106,6 +118,7 @@ def test_every_route_carries_airflows_auth_dependencies() -> None:
         "/api/v1/dags/{dag_id}/windows/{window_id}",
         "/api/v1/dags/{dag_id}/runs/{run_id}/window",
         "/api/v1/dispatcher",
+        "/api/v1/capacity",
         "/api/v1/misses",
     }
     for route in api:
@@ -196,7 +209,36 @@ def test_the_dispatcher_redacts_requests_of_unreadable_dags(client: TestClient, 
     assert [(o.dag_id, o.redacted) for o in newest.others] == [(SALES_DAG, False)]
 
 
+def test_capacity_draws_grants_naming_no_cores_at_the_connections_default(
+    client: TestClient, manager: SimpleAuthManager, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "extra": {"cores": 3}}))
+    response = client.get("/api/v1/capacity?hours=2", headers=token(manager, "viewer"))
+    assert response.status_code == 200
+    view = CapacityView.model_validate(response.json())
+    held = seeded_holds(seeded, view.since, view.now)
+    assert (view.default_cores, view.grants, view.default_grants) == (3, len(held), len(held))
+    assert view.used_core_s == pytest.approx(3 * sum(held))
+    assert {s.cores for s in view.used} == {0, 3}  # one job at a time, each on the default
+    assert view.plan is not None
+    assert (view.plan.queries, view.plan.open_cores, view.plan.closed_cores) == (2, 1, 2)
+    # the closed phase's since iqp_secret's open window closed, 50 s before the seeded now
+    closed_at = view.since + timedelta(seconds=view.planned[-1].at_s)
+    assert (abs((closed_at - seeded.now).total_seconds() + 50) < 0.01, view.planned[-1].cores) == (True, 2)
+    assert view.billed_core_s is not None
+    assert view.billed_core_s % view.btu_s == 0
+
+
+def seeded_holds(seeded: Seeded, since: datetime, now: datetime) -> list[float]:
+    """Seconds each grant held the resource within [since, now], from the ledger."""
+    with session_scope(seeded.url, read_only=True) as s:
+        rows = s.execute(select(DispatchRequest.granted_at, DispatchRequest.released_at)).all()
+    spans = [(max(g, since), min(r or now, now)) for g, r in rows if g is not None]
+    return [(end - start).total_seconds() for start, end in spans if end > start]
+
+
 def test_bad_parameters_are_refused(client: TestClient, manager: SimpleAuthManager) -> None:
     admin = token(manager, "admin")
     assert client.get("/api/v1/queries?limit=0", headers=admin).status_code == 422
     assert client.get("/api/v1/dispatcher?hours=-1", headers=admin).status_code == 422
+    assert client.get("/api/v1/capacity?confidence=1", headers=admin).status_code == 422

@@ -180,6 +180,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         "AIRFLOW__API_AUTH__JWT_SECRET": "iqp-browser-test-" + "0" * 64,
         # the API server reaches the ledger as a task does: through the connection iqp_default
         "AIRFLOW_CONN_IQP_DEFAULT": json.dumps({"conn_type": "iqp", "host": ledger}),
+        # a grant naming no cores runs on the Spark connection's default, which the capacity view shows
+        "AIRFLOW_CONN_IQP_SPARK": json.dumps({"conn_type": "spark", "host": "local", "extra": {"cores": 2}}),
     }
     log = home / "standalone.log"
     with log.open("w") as out:
@@ -376,6 +378,21 @@ def test_nav_page_window_and_run_tab_show_the_ledgers_numbers(page: Page, server
     dispatcher = page.get_by_test_id("iqp-dispatcher")
     assert dispatcher.get_by_test_id("iqp-queue-entry").count() == 2
     assert SECRET_DAG in dispatcher.get_by_test_id("iqp-resource").inner_text()
+
+    # the capacity beside it: the grants on the connection's default, the plan for the recorded demands
+    capacity = page.get_by_test_id("iqp-capacity")
+    capacity.get_by_test_id("iqp-capacity-1h").click()  # the seeded grants are all within the last hour
+    capacity.locator("[data-testid=iqp-capacity-chart][data-span-s='3600']").wait_for()
+    for series in ("used", "planned", "leased"):
+        assert capacity.get_by_test_id(f"iqp-capacity-{series}").count() == 1, series
+    assert text(page, "iqp-plan-cores", within="iqp-capacity") == "1 / 2 cores"
+    ticks = capacity.get_by_test_id("iqp-capacity-tick").all_text_contents()  # SVG text has no innerText
+    assert len(ticks) >= 6, ticks
+    assert all(t.endswith("0") for t in ticks), ticks  # every ten minutes on the clock
+    grants = len(server.get("/iqp/api/v1/dispatcher")["grants"])
+    legend = text(page, "iqp-capacity-legend", within="iqp-capacity")
+    assert f"({grants} grants; {grants} named no cores: drawn at the connection's default, 2)" in legend
+    capacity.screenshot(path=str(SCREENSHOTS / "capacity.png"))
 
     # the run's tab: the open window, at risk, with the deadline line where the ledger has it
     page.goto(f"{server.url}/dags/{SALES_DAG}/runs/{server.run_id}/plugin/iqp-window")

@@ -1,10 +1,11 @@
 // The nav page "IQP": every query with its recent windows; choosing a query lists its windows,
 // choosing a window shows its chart (both kept in the URL, so views can be linked); then the
-// dispatcher and the deadline card.
+// dispatcher, the capacity over time and the deadline card.
 import { Box, Heading, Link, Stack, Table, Text } from "@chakra-ui/react";
 import { useSearchParams } from "react-router-dom";
 
 import { useApi } from "./api";
+import { Capacity } from "./Capacity";
 import { ColumnHeaders, Loading, OutcomeBadge, StatusBadge } from "./common";
 import { DeadlinesCard } from "./DeadlinesCard";
 import { Dispatcher } from "./Dispatcher";
@@ -37,6 +38,7 @@ export function NavPage() {
       </Loading>
       {dagId && windowId && <Window dagId={dagId} windowId={windowId} />}
       <Dispatcher />
+      <Capacity />
     </Stack>
   );
 }

@@ -27,3 +27,14 @@ export function time(iso: string | null | undefined): string {
   if (!iso) return DASH;
   return new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, "").concat(" UTC");
 }
+
+export function coreSeconds(value: number | null | undefined): string {
+  return value === null || value === undefined ? DASH : `${Math.round(value).toLocaleString("en-US")} core-s`;
+}
+
+// `seconds` after `iso` as a clock time, hours and minutes in UTC; to the nearest second, since
+// Date.parse keeps milliseconds of the API's microseconds.
+export function clockAfter(iso: string, seconds: number): string {
+  const at = Math.round((Date.parse(iso) + seconds * 1000) / 1000) * 1000;
+  return new Date(at).toISOString().slice(11, 16);
+}

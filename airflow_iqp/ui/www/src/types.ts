@@ -184,3 +184,37 @@ export interface MissesView {
   missed: WindowSummary[];
   at_risk: WindowSummary[];
 }
+
+export interface CoreStep {
+  at_s: number;
+  cores: number;
+}
+
+export interface CapacityPlan {
+  queries: number;
+  confidence: number;
+  open_cores: number | null;
+  closed_cores: number | null;
+  needed_by: string | null;
+  speedup: string;
+}
+
+export interface CapacityView {
+  now: string;
+  since: string;
+  span_s: number;
+  ticks_s: number[];
+  core_ticks: number[];
+  used: CoreStep[];
+  used_core_s: number;
+  grants: number;
+  default_grants: number;
+  default_cores: number | null;
+  plan: CapacityPlan | null;
+  planned: CoreStep[];
+  leased: CoreStep[];
+  btu_s: number;
+  btu_source: string;
+  billed_core_s: number | null;
+  fixed_billed_core_s: number | null;
+}
