@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def no_iqp_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for option in ("policy", "resources", "lease_seconds", "resume_seconds", "cores", "max_cores"):
+    for option in ("policy", "resources", "lease_seconds", "resume_seconds", "cores", "max_cores", "speedup"):
         monkeypatch.delenv(option_env(option), raising=False)
 
 
@@ -60,6 +60,8 @@ def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatc
         ("cores", "0", r"\[iqp\] cores must be >= 1, got 0, or 'plan' \(AIRFLOW__IQP__CORES\)"),
         ("cores", "peak", r"\[iqp\] cores = 'peak' is not a number \(AIRFLOW__IQP__CORES\)"),
         ("max_cores", "0", r"\[iqp\] max_cores must be >= 1, got 0 \(AIRFLOW__IQP__MAX_CORES\)"),
+        ("speedup", "2", r"\[iqp\] speedup = '2' is not cores:speedup points such as 1:1,2:1.6"),
+        ("speedup", "1:1,2:3", r"\[iqp\] speedup points\[1\]: 3 on 2 cores is more than linear"),
     ],
 )
 @pytest.mark.usefixtures("no_iqp_config")
@@ -79,6 +81,8 @@ def test_cores_are_the_plans_a_number_or_the_connections(monkeypatch: pytest.Mon
     assert (DispatchSettings.load().cores, DispatchSettings.load().max_cores) == ("plan", 2)
     monkeypatch.setenv("AIRFLOW__IQP__CORES", "3")
     assert DispatchSettings.load().cores == 3
+    monkeypatch.setenv("AIRFLOW__IQP__SPEEDUP", "1:1, 2:1.6")
+    assert DispatchSettings.load().speedup == ((1, 1.0), (2, 1.6))
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ windows are in when it grants (`planning.capacity`, the same model `iqp check --
 prints): `closed` while some window has closed and its work is not done (its final work is
 due), `open` otherwise, and at least one core, since a grant is for a ready job. The plan is
 made from every registered query's demand as its newest plan recorded it (`store.demands`),
-timed on this machine's CPUs (as `costfit` records a model's machine), with the default
-speedup up to `[iqp] max_cores` (the cluster's size: the plan cannot lease more); demands
+timed on this machine's CPUs (as `costfit` records a model's machine), with the speedup
+`[iqp] speedup` as measured (benchmarks/per_core.py), else the capacity model's labelled
+default, and at most `[iqp] max_cores` per grant (the cluster's size); demands
 carry no spread here, so the plan is the means' (`iqp check --capacity` draws the model files'
 residuals). A number instead of `plan` gives every job that many, the fixed provisioning
 the plan is compared with; unset, the Spark connection's default applies.
@@ -41,21 +42,22 @@ if TYPE_CHECKING:
 SERIAL = 0.1  # the capacity model's default speedup (Amdahl's law, 10% of every job serial)
 
 
-def plan(session: Session, max_cores: int) -> Capacity | None:
+def plan(session: Session, settings: DispatchSettings) -> Capacity | None:
     """The capacity plan of every registered query (None: none has recorded its demand yet)."""
     demands = store.demands(session)
     if not demands:
         return None
     measured = os.cpu_count() or 1
-    return _plan(tuple(demands), measured, max(max_cores, measured))
+    if settings.speedup is not None:
+        speedup = Speedup(settings.speedup, "measured ([iqp] speedup)")
+    else:  # the default reaches the cores the models were timed on: fewer are known to be slower
+        speedup = Speedup.amdahl(SERIAL, range(1, max(settings.max_cores, measured) + 1))
+    return _plan(tuple(demands), measured, speedup)
 
 
 @lru_cache(maxsize=32)
-def _plan(tasks: tuple[RecurringQuery, ...], measured_cores: int, most: int) -> Capacity:
-    """Cached: every grant asks, and the demands change only when a plan records new ones. The
-    speedup reaches the cores the models were timed on, so that fewer are known to be slower.
-    """
-    speedup = Speedup.amdahl(SERIAL, range(1, most + 1))
+def _plan(tasks: tuple[RecurringQuery, ...], measured_cores: int, speedup: Speedup) -> Capacity:
+    """Cached: every grant asks, and the demands change only when a plan records new ones."""
     return capacity([QueryDemand(t, measured_cores=measured_cores) for t in tasks], speedup=speedup)
 
 
@@ -75,7 +77,7 @@ def grant_cores(session: Session, settings: DispatchSettings, now: datetime) -> 
     """
     if settings.cores != PLAN:
         return settings.cores
-    current = plan(session, settings.max_cores)
+    current = plan(session, settings)
     if current is None:
         return None
     phase = current.closed if closed(session, now) else current.open

@@ -28,7 +28,7 @@ T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=120)
 # iqp_a's final work is due 30 s after its close: more than one core needs; iqp_b has room.
 DEMANDS = (
-    RecurringQuery(name="iqp_a", period=120, deadline=150, work=45, longest_job=15, final_work=15),
+    RecurringQuery(name="iqp_a", period=120, deadline=150, work=50, longest_job=20, final_work=20),
     RecurringQuery(name="iqp_b", period=120, deadline=360, work=40, longest_job=10, final_work=10),
 )
 PLAN = DispatchSettings(cores="plan", max_cores=4)
@@ -70,7 +70,7 @@ def test_a_grant_gets_the_plans_cores_for_the_phase_the_windows_are_in(ledger: s
         assert capacity.grant_cores(s, PLAN, T0) is None, "no demand recorded: the connection's default"
     windows = register(ledger)
     with session_scope(ledger) as s:
-        plan = capacity.plan(s, PLAN.max_cores)
+        plan = capacity.plan(s, PLAN)
         assert plan is not None
         assert plan.open.cores is not None
         assert plan.closed.cores is not None
@@ -93,7 +93,7 @@ def test_without_the_plan_a_grant_gets_the_fixed_count_or_the_connections_defaul
 def test_the_plan_gives_no_more_than_the_cluster_has(ledger: str) -> None:
     register(ledger)
     with session_scope(ledger) as s:
-        plan = capacity.plan(s, 1)
+        plan = capacity.plan(s, DispatchSettings(cores="plan", max_cores=1))
         assert plan is not None
         assert plan.closed.cores is not None
         assert plan.closed.cores > 1, "planned as timed: fewer cores than the models' are slower"
@@ -121,8 +121,25 @@ def test_each_grants_cores_are_read_back_as_cores_over_time(ledger: str) -> None
         dispatch.release(s, lease, granted_at + timedelta(seconds=7))
     with session_scope(ledger, read_only=True) as s:
         held = capacity.granted(s, T0)
-        plan = capacity.plan(s, PLAN.max_cores)
+        plan = capacity.plan(s, PLAN)
     assert plan is not None
     assert held == [
         capacity.Granted("iqp_a", JobKind.MERGE, plan.closed.cores, granted_at, granted_at + timedelta(seconds=7))
     ]
+
+
+def test_a_measured_speedup_with_no_gain_from_cores_plans_one_core_open_and_all_once_none_is_enough(
+    ledger: str,
+) -> None:
+    register(ledger)
+    measured = DispatchSettings(cores="plan", max_cores=4, speedup=((1, 1.0),))
+    with session_scope(ledger) as s:
+        plan = capacity.plan(s, measured)
+        default = capacity.plan(s, PLAN)
+        assert plan is not None
+        assert default is not None
+        assert plan.speedup.points == ((1, 1.0),)
+        assert plan.open.cores == 1
+        assert plan.closed.cores is None, "iqp_a's 20 s after its close is due in 30 s, behind a 10 s job"
+        assert default.closed.cores is not None, "the default speedup believes cores help"
+        assert capacity.grant_cores(s, measured, T0 + WINDOW) == 4, "none is enough: every core the cluster has"
