@@ -73,6 +73,36 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "60",
                         "default": "30",
                     },
+                    "cores": {
+                        "description": (
+                            "The cores a grant gives its Spark job: unset, what the Spark connection gives "
+                            "(its `cores` extra, else the master's default); a number, that many for every job; "
+                            "`plan`, the capacity plan's for the current phase of the registered queries' windows "
+                            "(open or closed), as `iqp check --capacity` prints it.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "plan",
+                        "default": None,
+                    },
+                    "max_cores": {
+                        "description": "With cores = plan: the most cores the plan may give a job (the cluster's).\n",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "8",
+                        "default": "64",
+                    },
+                    "speedup": {
+                        "description": (
+                            "With cores = plan: how much faster a job runs on more cores, as measured "
+                            "(benchmarks/per_core.py): cores:speedup points from 1:1, e.g. 1:1,2:1.6,4:2.5. "
+                            "Unset: Amdahl's law with 10% of every job serial, a labelled default.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "1:1,2:1.6",
+                        "default": None,
+                    },
                     "deadline_alerts": {
                         "description": (
                             "Whether IQP DAGs declare an Airflow Deadline Alert at each window's deadline. "

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.exceptions import InvalidSetting
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 SECTION = "iqp"
 LEDGER_CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"  # how Airflow names the connection `iqp_default` in the environment
+PLAN: Literal["plan"] = "plan"  # [iqp] cores = plan: each grant gets the capacity plan's cores
+DEFAULT_MAX_CORES = 64  # as far as the capacity model's default speedup goes
 LOOPBACK = "127.0.0.1"
 LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")  # local, local[2], local[*], local[2,3]
 DRIVER_HOST_EXTRA, DRIVER_BIND_EXTRA = "driver-host", "driver-bind-address"  # extras of the `spark` connection
@@ -39,19 +41,30 @@ class DispatchSettings:
     lease_seconds (a holder that stops heartbeating loses its resource after this long: short, so
     a killed task's resource goes on within seconds; its holder renews it every `heartbeat_seconds`),
     resume_seconds (how much longer a grant waits for its task to take it: a task deferred in the
-    triggerer resumes through the scheduler, the executor and a new process, 10-20 s on a busy host).
+    triggerer resumes through the scheduler, the executor and a new process, 10-20 s on a busy host),
+    cores (what a grant gives its job: unset, the Spark connection's default; a number, that many;
+    `plan`, the capacity plan's for the current phase, `runtime.capacity`), max_cores (the most
+    the plan may lease: the cluster's size) and speedup (the plan's per-core model as measured,
+    `cores:speedup` points such as `1:1,2:1.6` from benchmarks/per_core.py; unset, the labelled
+    default).
     """
 
     policy: Policy = Policy.EDF
     resources: int = 1
     lease_seconds: float = 10.0
     resume_seconds: float = 30.0
+    cores: int | Literal["plan"] | None = None
+    max_cores: int = DEFAULT_MAX_CORES
+    speedup: tuple[tuple[int, float], ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _policy(self.policy))
         object.__setattr__(self, "resources", _resources(self.resources))
         object.__setattr__(self, "lease_seconds", _lease_seconds(self.lease_seconds))
         object.__setattr__(self, "resume_seconds", _resume_seconds(self.resume_seconds))
+        object.__setattr__(self, "cores", _cores(self.cores))
+        object.__setattr__(self, "max_cores", _max_cores(self.max_cores))
+        object.__setattr__(self, "speedup", _speedup(self.speedup))
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -71,11 +84,15 @@ class DispatchSettings:
 
         policy, resources = read("policy"), read("resources")
         lease, resume = read("lease_seconds"), read("resume_seconds")
+        cores, max_cores, speedup = read("cores"), read("max_cores"), read("speedup")
         return cls(
             cls.policy if policy is None else _policy(policy.lower()),
             cls.resources if resources is None else _resources(_parsed("resources", resources)),
             cls.lease_seconds if lease is None else _lease_seconds(_parsed("lease_seconds", lease)),
             cls.resume_seconds if resume is None else _resume_seconds(_parsed("resume_seconds", resume)),
+            None if cores is None else PLAN if cores.lower() == PLAN else _cores(_parsed("cores", cores)),
+            cls.max_cores if max_cores is None else _max_cores(_parsed("max_cores", max_cores)),
+            None if speedup is None else _speedup(speedup_points(speedup)),
         )
 
 
@@ -106,6 +123,44 @@ def _resume_seconds(value: object) -> float:
         return number(value, "[iqp] resume_seconds", minimum=0)
     except ValueError as err:
         raise InvalidSetting(f"{err} ({option_env('resume_seconds')})") from None
+
+
+def _cores(value: object) -> int | Literal["plan"] | None:
+    if value is None or value == PLAN:
+        return None if value is None else PLAN
+    try:
+        return whole_number(value, "[iqp] cores", minimum=1)
+    except ValueError as err:
+        raise InvalidSetting(f"{err}, or 'plan' ({option_env('cores')})") from None
+
+
+def _max_cores(value: object) -> int:
+    try:
+        return whole_number(value, "[iqp] max_cores", minimum=1)
+    except ValueError as err:
+        raise InvalidSetting(f"{err} ({option_env('max_cores')})") from None
+
+
+def speedup_points(raw: str) -> tuple[tuple[int, float], ...]:
+    """`1:1,2:1.6` as ((1, 1.0), (2, 1.6))."""
+    try:
+        return tuple((int(c), float(v)) for c, v in (point.split(":") for point in raw.split(",")))
+    except ValueError:
+        raise InvalidSetting(
+            f"[iqp] speedup = {raw!r} is not cores:speedup points such as 1:1,2:1.6 ({option_env('speedup')})"
+        ) from None
+
+
+def _speedup(points: tuple[tuple[int, float], ...] | None) -> tuple[tuple[int, float], ...] | None:
+    """Points a `planning.capacity.Speedup` takes (from (1, 1.0), increasing, at most linear)."""
+    if points is None:
+        return None
+    from airflow_iqp.planning.capacity import Speedup
+
+    try:
+        return Speedup(tuple(points), "[iqp] speedup").points
+    except ValueError as err:
+        raise InvalidSetting(f"[iqp] {err} ({option_env('speedup')})") from None
 
 
 def _parsed(option: str, raw: str) -> int | float:

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def no_iqp_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for option in ("policy", "resources", "lease_seconds", "resume_seconds"):
+    for option in ("policy", "resources", "lease_seconds", "resume_seconds", "cores", "max_cores", "speedup"):
         monkeypatch.delenv(option_env(option), raising=False)
 
 
@@ -57,6 +57,11 @@ def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatc
         ("lease_seconds", "4.9", r"\[iqp\] lease_seconds must be >= 5, got 4.9 \(AIRFLOW__IQP__LEASE_SECONDS\)"),
         ("lease_seconds", "1m", r"\[iqp\] lease_seconds = '1m' is not a number \(AIRFLOW__IQP__LEASE_SECONDS\)"),
         ("resume_seconds", "-1", r"\[iqp\] resume_seconds must be >= 0, got -1 \(AIRFLOW__IQP__RESUME_SECONDS\)"),
+        ("cores", "0", r"\[iqp\] cores must be >= 1, got 0, or 'plan' \(AIRFLOW__IQP__CORES\)"),
+        ("cores", "peak", r"\[iqp\] cores = 'peak' is not a number \(AIRFLOW__IQP__CORES\)"),
+        ("max_cores", "0", r"\[iqp\] max_cores must be >= 1, got 0 \(AIRFLOW__IQP__MAX_CORES\)"),
+        ("speedup", "2", r"\[iqp\] speedup = '2' is not cores:speedup points such as 1:1,2:1.6"),
+        ("speedup", "1:1,2:3", r"\[iqp\] speedup points\[1\]: 3 on 2 cores is more than linear"),
     ],
 )
 @pytest.mark.usefixtures("no_iqp_config")
@@ -68,9 +73,28 @@ def test_bad_values_name_the_option_and_its_variable(
         DispatchSettings.load()
 
 
+@pytest.mark.usefixtures("no_iqp_config")
+def test_cores_are_the_plans_a_number_or_the_connections(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert DispatchSettings.load().cores is None, "unset: the Spark connection's default"
+    monkeypatch.setenv("AIRFLOW__IQP__CORES", " Plan ")
+    monkeypatch.setenv("AIRFLOW__IQP__MAX_CORES", "2")
+    assert (DispatchSettings.load().cores, DispatchSettings.load().max_cores) == ("plan", 2)
+    monkeypatch.setenv("AIRFLOW__IQP__CORES", "3")
+    assert DispatchSettings.load().cores == 3
+    monkeypatch.setenv("AIRFLOW__IQP__SPEEDUP", "1:1, 2:1.6")
+    assert DispatchSettings.load().speedup == ((1, 1.0), (2, 1.6))
+
+
 @pytest.mark.parametrize(
     "kwargs",
-    [{"resources": True}, {"resources": 0}, {"lease_seconds": math.inf}, {"resume_seconds": -1}, {"policy": "fifo"}],
+    [
+        {"resources": True},
+        {"resources": 0},
+        {"lease_seconds": math.inf},
+        {"resume_seconds": -1},
+        {"policy": "fifo"},
+        {"cores": "all"},
+    ],
 )
 def test_settings_made_in_code_are_checked_too(kwargs: dict[str, object]) -> None:
     with pytest.raises(InvalidSetting, match=next(iter(kwargs))):

@@ -290,8 +290,9 @@ def spark_connection(path: ExecutionPath, started: float, source: Path, queries:
     `demo.warm`), or spark-submit on local[2].
     """
     if path is ExecutionPath.SPARK_SUBMIT:
-        log("jobs run with spark-submit on local[2] (IQP_DEMO_PATH=spark_submit)", started)
-        return {"conn_type": "spark", "host": "local[2]"}
+        master = os.environ.get("IQP_DEMO_MASTER", "local[2]")  # benchmarks/capacity_live.py: a standalone master
+        log(f"jobs run with spark-submit on {master} (IQP_DEMO_PATH=spark_submit)", started)
+        return {"conn_type": "spark", "host": master}
     from airflow_iqp.spark.connect_server import ConnectServerError, free_port, start
 
     stop_connect_server()  # one an interrupted demo left behind

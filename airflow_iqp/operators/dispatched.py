@@ -47,7 +47,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow_iqp.constants import BatchReason, ExecutionPath, JobKind, RequestState
 from airflow_iqp.exceptions import LeaseLostError
 from airflow_iqp.ledger import dispatch, session_scope
-from airflow_iqp.runtime import forecasts
+from airflow_iqp.runtime import capacity, forecasts
 from airflow_iqp.runtime.lease import LeaseKeeper, tag
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob, load_client
@@ -206,7 +206,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         with session_scope() as session:
             request_id = _register(session, request, settings, now)
             if request_id is not None:
-                dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+                _grant(session, settings, now)
         if request_id is None:  # another task of the window has it: that task may need this process
             return self.registration_refused(context)
         forecasts.keep(settings, self.log)
@@ -226,7 +226,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         settings = DispatchSettings.load()
         if event["state"] == GRANT_DUE:
             with session_scope() as session:
-                dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=datetime.now(UTC))
+                _grant(session, settings, datetime.now(UTC))
         return self._await_grant(context, event["request_id"], settings)
 
     def _await_grant(self, context: Context, request_id: int, settings: DispatchSettings) -> Any:
@@ -239,7 +239,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                     now = datetime.now(UTC)
                     due = dispatch.would_grant(session, policy=settings.policy, resources=settings.resources, now=now)
                     if request_id in due:
-                        dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+                        _grant(session, settings, now)
                         status = dispatch.status(session, request_id)
             if status.lease is not None:  # granted
                 return self._run_leased(context, status.lease, settings)
@@ -305,7 +305,7 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                     self.log.warning("request %d: the lease ran out after its output was confirmed", lease.request)
                 if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
                     _register(session, follow, settings, now)
-                dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now)
+                _grant(session, settings, now)
             forecasts.keep(settings, self.log)
         if keeper.lost:
             raise LeaseLostError(
@@ -325,6 +325,12 @@ def _attempt(context: Context) -> str:
     """The task try that runs a job: DAG, run, task, map index and try number."""
     ti = context["ti"]
     return f"{ti.dag_id}/{ti.run_id}/{ti.task_id}/{ti.map_index}/{ti.try_number}"
+
+
+def _grant(session: Session, settings: DispatchSettings, now: datetime) -> None:
+    """Grant every free resource, each with the cores `[iqp] cores` gives (the plan's, with `plan`)."""
+    cores = capacity.grant_cores(session, settings, now)
+    dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now, cores=cores)
 
 
 def _register(session: Session, request: ResourceRequest, settings: DispatchSettings, now: datetime) -> int | None:
