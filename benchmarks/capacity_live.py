@@ -34,6 +34,7 @@ import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -51,8 +52,6 @@ WORKER_CORES = 1  # two workers: 2 cores in all, the machine's CPUs
 CLUSTER_CORES = 2
 RUN_TIMEOUT_S = 20 * 60
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from sqlalchemy.orm import Session
 
 # The speedup fitted by benchmarks/per_core.py for spark-submit, launch to exit (docs/simulation.md):
@@ -170,7 +169,7 @@ def run_once(cores: str, speedup: tuple[tuple[int, float], ...] | None, out: Pat
     shutil.copy(demo_dir / "iqp_ledger.db", ledger)
     with session_scope(f"sqlite:///{ledger}", read_only=True) as session:
         windows = _windows(session)
-        grants = granted(session, min(w.start for w in windows))
+        grants = granted(session, min(w.start for w in windows), datetime.now(UTC))
         planned = plan(session, DispatchSettings(cores="plan", max_cores=CLUSTER_CORES, speedup=speedup))
     return Run(
         cores=cores,

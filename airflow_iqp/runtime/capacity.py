@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import or_, select
 
-from airflow_iqp.constants import WindowStatus
+from airflow_iqp.constants import RequestState, WindowStatus
 from airflow_iqp.ledger import store
 from airflow_iqp.ledger.models import DispatchRequest, Window
 from airflow_iqp.planning.capacity import Capacity, QueryDemand, Speedup, capacity
@@ -95,8 +95,11 @@ class Granted:
     end: datetime | None  # None: still held
 
 
-def granted(session: Session, since: datetime) -> list[Granted]:
-    """Every grant from `since` on, in grant order: the cores held over time."""
+def granted(session: Session, since: datetime, now: datetime) -> list[Granted]:
+    """Every grant made before `now` and not released before `since`, in grant order: the cores
+    held over [since, now].
+    """
+    held = (RequestState.GRANTED, RequestState.RELEASED, RequestState.EXPIRED)
     rows = session.execute(
         select(
             DispatchRequest.query,
@@ -105,7 +108,11 @@ def granted(session: Session, since: datetime) -> list[Granted]:
             DispatchRequest.granted_at,
             DispatchRequest.released_at,
         )
-        .where(DispatchRequest.granted_at >= since)
+        .where(
+            DispatchRequest.state.in_(held),
+            DispatchRequest.granted_at < now,
+            or_(DispatchRequest.released_at.is_(None), DispatchRequest.released_at > since),
+        )
         .order_by(DispatchRequest.granted_at, DispatchRequest.id)
     )
     return [Granted(query, kind, cores, start, end) for query, kind, cores, start, end in rows if start is not None]

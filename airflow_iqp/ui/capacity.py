@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sqlalchemy import false, or_, select
+from sqlalchemy import false, select
 
-from airflow_iqp.constants import RequestState
 from airflow_iqp.ledger import store
-from airflow_iqp.ledger.models import DispatchRequest, Query, Window
+from airflow_iqp.ledger.models import Query, Window
 from airflow_iqp.planning.capacity import QueryDemand
+from airflow_iqp.runtime.capacity import Granted, granted
 from airflow_iqp.ui import read
 
 if TYPE_CHECKING:
@@ -29,15 +29,6 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sqlalchemy.orm import Session
-
-
-@dataclass(frozen=True)
-class GrantSpan:
-    """A grant's hold on the resource: from its grant until its release (None: still held)."""
-
-    granted_at: datetime
-    released_at: datetime | None
-    cores: int | None  # None: the grant named none, the Spark connection's default applies
 
 
 @dataclass(frozen=True)
@@ -54,7 +45,7 @@ class WindowSpan:
 class CapacityRows:
     """Everything the capacity view draws from, over one period."""
 
-    grants: tuple[GrantSpan, ...]
+    grants: tuple[Granted, ...]
     demands: tuple[QueryDemand, ...]
     windows: tuple[WindowSpan, ...]
 
@@ -65,25 +56,10 @@ def capacity_rows(session: Session, since: datetime, now: datetime) -> CapacityR
     """
     demands = query_demands(session)
     return CapacityRows(
-        grants=tuple(grants(session, since, now)),
+        grants=tuple(granted(session, since, now)),
         demands=tuple(demands),
         windows=tuple(windows(session, {d.task.name for d in demands}, since, now)),
     )
-
-
-def grants(session: Session, since: datetime, now: datetime) -> list[GrantSpan]:
-    """Every grant made before `now` and not released before `since`, oldest first."""
-    held = (RequestState.GRANTED, RequestState.RELEASED, RequestState.EXPIRED)
-    found = session.execute(
-        select(DispatchRequest.granted_at, DispatchRequest.released_at, DispatchRequest.cores)
-        .where(
-            DispatchRequest.state.in_(held),
-            DispatchRequest.granted_at < now,
-            or_(DispatchRequest.released_at.is_(None), DispatchRequest.released_at > since),
-        )
-        .order_by(DispatchRequest.granted_at, DispatchRequest.id)
-    )
-    return [GrantSpan(granted, released, cores) for granted, released, cores in found if granted is not None]
 
 
 def query_demands(session: Session) -> list[QueryDemand]:

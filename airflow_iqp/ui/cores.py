@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from airflow_iqp.planning.capacity import Capacity
-    from airflow_iqp.ui.capacity import CapacityRows, GrantSpan, WindowSpan
+    from airflow_iqp.runtime.capacity import Granted
+    from airflow_iqp.ui.capacity import CapacityRows, WindowSpan
 
 MOST_CORE_TICKS = 5
 
@@ -74,14 +75,14 @@ def view(
     )
 
 
-def hold(g: GrantSpan, since: datetime, now: datetime, default_cores: int | None) -> Span | None:
+def hold(g: Granted, since: datetime, now: datetime, default_cores: int | None) -> Span | None:
     """The grant's hold clipped to [since, now] (one still held holds until now) with its cores;
     None when it holds nothing there.
     """
-    start = max(0.0, (g.granted_at - since).total_seconds())
+    start = max(0.0, (g.start - since).total_seconds())
     end = (now - since).total_seconds()
-    if g.released_at is not None:
-        end = min(end, (g.released_at - since).total_seconds())
+    if g.end is not None:
+        end = min(end, (g.end - since).total_seconds())
     if end <= start:
         return None
     return start, end, g.cores if g.cores is not None else default_cores or 1

@@ -119,7 +119,7 @@ def test_each_grants_cores_are_read_back_as_cores_over_time(ledger: str) -> None
         (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=granted_at, cores=cores)
         dispatch.release(s, lease, granted_at + timedelta(seconds=7))
     with session_scope(ledger, read_only=True) as s:
-        held = capacity.granted(s, T0)
+        held = capacity.granted(s, T0, granted_at + timedelta(seconds=8))
         plan = capacity.plan(s, PLAN)
     assert plan is not None
     assert held == [
