@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_iqp.constants import Policy
 from airflow_iqp.exceptions import InvalidSetting
@@ -59,11 +59,11 @@ class DispatchSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _policy(self.policy))
-        object.__setattr__(self, "resources", _resources(self.resources))
-        object.__setattr__(self, "lease_seconds", _lease_seconds(self.lease_seconds))
-        object.__setattr__(self, "resume_seconds", _resume_seconds(self.resume_seconds))
+        object.__setattr__(self, "resources", _whole("resources", self.resources, minimum=1))
+        object.__setattr__(self, "lease_seconds", _seconds("lease_seconds", self.lease_seconds, minimum=5))
+        object.__setattr__(self, "resume_seconds", _seconds("resume_seconds", self.resume_seconds, minimum=0))
         object.__setattr__(self, "cores", _cores(self.cores))
-        object.__setattr__(self, "max_cores", _max_cores(self.max_cores))
+        object.__setattr__(self, "max_cores", _whole("max_cores", self.max_cores, minimum=1))
         object.__setattr__(self, "speedup", _speedup(self.speedup))
 
     @property
@@ -82,18 +82,17 @@ class DispatchSettings:
             raw = conf.get(SECTION, option, fallback=None)
             return raw.strip() if raw is not None and raw.strip() else None
 
-        policy, resources = read("policy"), read("resources")
-        lease, resume = read("lease_seconds"), read("resume_seconds")
-        cores, max_cores, speedup = read("cores"), read("max_cores"), read("speedup")
-        return cls(
-            cls.policy if policy is None else _policy(policy.lower()),
-            cls.resources if resources is None else _resources(_parsed("resources", resources)),
-            cls.lease_seconds if lease is None else _lease_seconds(_parsed("lease_seconds", lease)),
-            cls.resume_seconds if resume is None else _resume_seconds(_parsed("resume_seconds", resume)),
-            None if cores is None else PLAN if cores.lower() == PLAN else _cores(_parsed("cores", cores)),
-            cls.max_cores if max_cores is None else _max_cores(_parsed("max_cores", max_cores)),
-            None if speedup is None else _speedup(speedup_points(speedup)),
-        )
+        given: dict[str, Any] = {}  # the options set, each checked as the class checks it
+        if (policy := read("policy")) is not None:
+            given["policy"] = policy.lower()
+        for option in ("resources", "lease_seconds", "resume_seconds", "max_cores"):
+            if (value := read(option)) is not None:
+                given[option] = _parsed(option, value)
+        if (cores := read("cores")) is not None:
+            given["cores"] = PLAN if cores.lower() == PLAN else _parsed("cores", cores)
+        if (speedup := read("speedup")) is not None:
+            given["speedup"] = speedup_points(speedup)
+        return cls(**given)
 
 
 def _policy(value: str) -> Policy:
@@ -104,25 +103,18 @@ def _policy(value: str) -> Policy:
         raise InvalidSetting(f"[iqp] policy must be one of {choices}, got {value!r} ({option_env('policy')})") from None
 
 
-def _resources(value: object) -> int:
+def _whole(option: str, value: object, *, minimum: int) -> int:
     try:
-        return whole_number(value, "[iqp] resources", minimum=1)
+        return whole_number(value, f"[iqp] {option}", minimum=minimum)
     except ValueError as err:
-        raise InvalidSetting(f"{err} ({option_env('resources')})") from None
+        raise InvalidSetting(f"{err} ({option_env(option)})") from None
 
 
-def _lease_seconds(value: object) -> float:
+def _seconds(option: str, value: object, *, minimum: float) -> float:
     try:
-        return number(value, "[iqp] lease_seconds", minimum=5)
+        return number(value, f"[iqp] {option}", minimum=minimum)
     except ValueError as err:
-        raise InvalidSetting(f"{err} ({option_env('lease_seconds')})") from None
-
-
-def _resume_seconds(value: object) -> float:
-    try:
-        return number(value, "[iqp] resume_seconds", minimum=0)
-    except ValueError as err:
-        raise InvalidSetting(f"{err} ({option_env('resume_seconds')})") from None
+        raise InvalidSetting(f"{err} ({option_env(option)})") from None
 
 
 def _cores(value: object) -> int | Literal["plan"] | None:
@@ -132,13 +124,6 @@ def _cores(value: object) -> int | Literal["plan"] | None:
         return whole_number(value, "[iqp] cores", minimum=1)
     except ValueError as err:
         raise InvalidSetting(f"{err}, or 'plan' ({option_env('cores')})") from None
-
-
-def _max_cores(value: object) -> int:
-    try:
-        return whole_number(value, "[iqp] max_cores", minimum=1)
-    except ValueError as err:
-        raise InvalidSetting(f"{err} ({option_env('max_cores')})") from None
 
 
 def speedup_points(raw: str) -> tuple[tuple[int, float], ...]:
