@@ -111,12 +111,17 @@ def register(
     """Queue a request and return its id. A window has one open request at a time: if this
     slot already has it (a resumed or retried task), its id comes back; if another slot has
     it, None (wait until it is released). Its grant waits `resume_seconds` more than a lease
-    for its task to take it (none: the task waits in its own process and takes it at once).
+    for its task to take it: none for a request queued before its task runs (a follow-up: the
+    task may wait long for a slot, and a grant would hold the resource idle all that time),
+    which its task's own registration then sets.
     """
     number(lease_seconds, "lease_seconds", above=0)
     number(resume_seconds, "resume_seconds", minimum=0)
     if (found := _open_request(session, window_id)) is not None:
-        return found.id if (found.slot, found.kind) == (slot, kind) else None
+        if (found.slot, found.kind) != (slot, kind):
+            return None
+        found.resume_seconds = resume_seconds  # queued for it before it ran: its task is here now
+        return found.id
     try:
         with session.begin_nested():
             request = DispatchRequest(

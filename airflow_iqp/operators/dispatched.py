@@ -304,7 +304,9 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
                     # what ran out was the time after it.
                     self.log.warning("request %d: the lease ran out after its output was confirmed", lease.request)
                 if succeeded and not keeper.lost and (follow := self.follow_up(session, context)) is not None:
-                    _register(session, follow, settings, now)
+                    # Its task is not running yet: its grant waits no resume (a task may take long
+                    # to get a slot), and its task, registering, sets it (`dispatch.register`).
+                    _register(session, follow, settings, now, resume_seconds=0.0)
                 _grant(session, settings, now)
             forecasts.keep(settings, self.log)
         if keeper.lost:
@@ -333,7 +335,13 @@ def _grant(session: Session, settings: DispatchSettings, now: datetime) -> None:
     dispatch.grant(session, policy=settings.policy, resources=settings.resources, now=now, cores=cores)
 
 
-def _register(session: Session, request: ResourceRequest, settings: DispatchSettings, now: datetime) -> int | None:
+def _register(
+    session: Session,
+    request: ResourceRequest,
+    settings: DispatchSettings,
+    now: datetime,
+    resume_seconds: float | None = None,
+) -> int | None:
     return dispatch.register(
         session,
         window_id=request.window_id,
@@ -344,6 +352,6 @@ def _register(session: Session, request: ResourceRequest, settings: DispatchSett
         deadline=request.deadline,
         remaining_cost=request.remaining_cost,
         lease_seconds=settings.lease_seconds,
-        resume_seconds=settings.resume_seconds,
+        resume_seconds=settings.resume_seconds if resume_seconds is None else resume_seconds,
         now=now,
     )

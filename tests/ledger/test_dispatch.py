@@ -303,6 +303,21 @@ def test_a_grant_waits_for_its_deferred_task_to_take_it_then_runs_a_lease_from_t
     assert _state(ledger_db, b).state == RequestState.EXPIRED
 
 
+def test_a_request_queued_before_its_task_runs_waits_no_resume_until_its_task_registers(ledger_db: str) -> None:
+    with session_scope(ledger_db) as s:
+        window = _window(s, "qa")
+        _register(s, window, "qa", now=T0, kind=JobKind.MERGE, slot=-1)  # a follow-up
+    (granted,) = _grant(ledger_db, T0)
+    assert granted.expires == _s(30)  # a lease only: its task may be long in coming
+    with session_scope(ledger_db) as s:
+        dispatch.release(s, granted, _s(1))
+        window = _window(s, "qb")
+        later = _register(s, window, "qb", now=_s(1), kind=JobKind.MERGE, slot=-1)
+        assert _register(s, window, "qb", now=_s(2), kind=JobKind.MERGE, slot=-1, resume_seconds=20.0) == later
+    (granted,) = _grant(ledger_db, _s(3))
+    assert (granted.request, granted.expires) == (later, _s(53))  # its task is here: it may be deferred
+
+
 def test_a_grant_gives_its_job_cores_which_the_lease_carries_while_it_is_extended(ledger_db: str) -> None:
     a, b = _waiting(ledger_db, ["qa", "qb"])
     with session_scope(ledger_db) as s:
