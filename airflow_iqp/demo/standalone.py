@@ -46,7 +46,8 @@ class DemoAirflow:
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
             "AIRFLOW__IQP__POLICY": POLICY,  # the dispatcher's; one Spark job at a time (resources = 1)
-            "AIRFLOW__CORE__PARALLELISM": "4",
+            # Tasks waiting for a grant hold a slot; 8 leaves slots for the jobs whose turn it is
+            "AIRFLOW__CORE__PARALLELISM": "8",
             "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "4",
             "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
             "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
