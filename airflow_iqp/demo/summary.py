@@ -147,9 +147,9 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
             _since(w.window_start, b.actual_start),
             _since(w.window_start, b.actual_end),
             f"{waited:.1f}s" if (waited := wait_s(b)) is not None else None,
-            f"{b.predicted_cost:.1f}s",
+            f"{expected_cost(w, b):.1f}s",
             f"{b.actual_cost:.1f}s" if b.actual_cost is not None else None,
-            _percent(prediction_error(b)),
+            _percent(prediction_error(w, b)),
         )
         for w in rows
         for b in w.batches
@@ -157,13 +157,20 @@ def batches_table(rows: Sequence[WindowRow]) -> str:
     return format_table(headers, body)
 
 
-def prediction_error(b: BatchRow) -> float | None:
-    """How far a batch that ran was from its prediction, predicted / actual - 1; None for one
-    that predicted nothing (a calibration's, a past window's) or has not run.
+def expected_cost(w: LedgerRow, b: BatchRow) -> float:
+    """The batch's predicted cost without the safety margin its window's plan added (a refit
+    model plans every job that much longer, `runtime.costs.MARGIN_K`): what the model expected.
+    """
+    return b.predicted_cost / (1 + (w.plan.margin or {}).get("partial", 0.0))
+
+
+def prediction_error(w: LedgerRow, b: BatchRow) -> float | None:
+    """How far a batch that ran was from what the model expected, expected / actual - 1; None
+    for one that predicted nothing (a calibration's, a past window's) or has not run.
     """
     if b.status != BatchStatus.DONE or not b.actual_cost or b.predicted_cost <= 0:
         return None
-    return b.predicted_cost / b.actual_cost - 1
+    return expected_cost(w, b) / b.actual_cost - 1
 
 
 def _percent(value: float | None) -> str | None:
@@ -177,9 +184,9 @@ def errors_table(rows: Sequence[WindowRow]) -> str:
     headers = ("window (UTC)", "query", "plan", "batches predicted", "median |error|", "worst error", "merge error")
     body = []
     for w in rows:
-        errors = [e for b in w.batches if (e := prediction_error(b)) is not None]
+        errors = [e for b in w.batches if (e := prediction_error(w, b)) is not None]
         merge = w.actual_cost - sum(b.actual_cost or 0.0 for b in w.batches) if w.actual_cost is not None else None
-        planned = w.plan.merge_cost
+        planned = w.plan.merge_cost / (1 + (w.plan.margin or {}).get("merge", 0.0))
         body.append(
             (
                 f"{w.window_start:%H:%M:%S}-{w.window_end:%H:%M:%S}",
@@ -201,7 +208,7 @@ def window_errors(rows: Sequence[WindowRow]) -> str:
     by_window: dict[tuple[datetime, datetime], list[float]] = {}
     for w in rows:
         errors = by_window.setdefault((w.window_start, w.window_end), [])
-        errors += [e for b in w.batches if (e := prediction_error(b)) is not None]
+        errors += [e for b in w.batches if (e := prediction_error(w, b)) is not None]
     lines = []
     for (start, end), errors in by_window.items():
         window = f"window {start:%H:%M:%S}-{end:%H:%M:%S}"

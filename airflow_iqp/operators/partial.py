@@ -35,7 +35,7 @@ from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import SHORT_WAIT, DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, partial_spec, run_window, spark_env, window_dir
-from airflow_iqp.runtime.costs import observe, planning_model
+from airflow_iqp.runtime.costs import expected_model, observe, planning_model
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
 from airflow_iqp.runtime.inputs import files_by_stream, untaken
 from airflow_iqp.runtime.replan import replan_window
@@ -429,11 +429,14 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
         if (index := store.slot_batch(session, spec.window_id, spec.slot)) is not None:
             return index
         decision = decide(session, spec, selection, time.time())
-        rows_per_file = store.window_summary(session, spec.window_id).plan.rows_per_file
-        model = planning_model(session, task.declaration, task.execution_path())
+        plan = store.window_summary(session, spec.window_id).plan
+        model = expected_model(session, task.declaration, task.execution_path())
         predicted = 0.0
-        if model is not None and rows_per_file is not None:
-            predicted = file_costs(model, rows_per_file).cost(len(decision.take))
+        if model is not None and plan.rows_per_file is not None:
+            # The window's own margin, as a planned batch's cost has it: taking it out again
+            # gives what the model expected (`demo.summary.expected_cost`).
+            margin = (plan.margin or {}).get("partial", 0.0)
+            predicted = file_costs(model, plan.rows_per_file).cost(len(decision.take)) * (1 + margin)
         first = _position(selection.units, decision.take[0]) if decision.take else 0
         return store.add_dynamic_batch(
             session,

@@ -70,17 +70,23 @@ def learned_model(session: Session, declaration: Declaration, path: ExecutionPat
         return None
 
 
-def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
-    """The model to plan with on `path`: the fitted file's, the learned one (with its margin
-    once refit); before the DAG's first job a packaged query plans with its prior (the packaged
-    model its learning starts from), any other query with None (calibrate).
+def expected_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
+    """What the DAG's jobs on `path` are expected to take, no margin added: the fitted file's
+    model, the learned one; before the DAG's first job a packaged query's prior (the packaged
+    model its learning starts from), any other query's None (calibrate).
     """
     if not declaration.learns_cost:
         return declaration.fitted_model(path)
     learned = stored_model(session, declaration.dag_id, path)
-    if learned is None:
-        return prior_model(declaration, path)
-    return learned.with_margin(k=MARGIN_K) if learned.source is CostSource.REFIT else learned
+    return prior_model(declaration, path) if learned is None else learned
+
+
+def planning_model(session: Session, declaration: Declaration, path: ExecutionPath) -> CostModel | None:
+    """The model to plan with on `path`: `expected_model`, with its margin once refit."""
+    model = expected_model(session, declaration, path)
+    if isinstance(model, LearnedCost) and model.source is CostSource.REFIT:
+        return model.with_margin(k=MARGIN_K)
+    return model
 
 
 def planning_margin(session: Session, declaration: Declaration, path: ExecutionPath) -> dict[str, float] | None:

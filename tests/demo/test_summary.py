@@ -178,6 +178,19 @@ def test_window_row_and_tables_read_the_ledger(ledger: str) -> None:
     assert window_errors([row]) == "window 12:00:00-12:02:00: 2 batch(es) predicted, median |error| 120%, worst +160%"
 
 
+def test_errors_compare_what_the_model_expected_not_the_margin_its_plan_added(ledger: str) -> None:
+    with session_scope(ledger) as session:
+        row = window_row(session, "iqp_q6", START)
+    assert row is not None
+    # A refit model's plan prices every partial 30% and the merge 25% longer than it expects:
+    # 45 s and 65 s planned are 34.6 s and 50 s expected (25 s taken), the merge 20 s (20 s taken).
+    margin = {"k": 2.0, "partial": 0.3, "merge": 0.25}
+    margined = replace(row, plan=row.plan.model_copy(update={"margin": margin}))
+    assert batches_table([margined]).splitlines()[3].split()[-3:] == ["50.0s", "25.0s", "+100%"]
+    assert errors_table([margined]).splitlines()[2].split()[-5:] == ["iqp_q6", "2/2", "69%", "+100%", "+0%"]
+    assert window_errors([margined]).endswith("median |error| 69%, worst +100%")
+
+
 def test_compare_rows_is_exact_for_ints_and_relative_for_numbers() -> None:
     assert (
         compare_rows([{"n": 3, "x": 1.0, "d": Decimal("2.50")}], [{"n": 3, "x": 1.0 + 1e-12, "d": Decimal("2.5")}])

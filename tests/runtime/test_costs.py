@@ -21,6 +21,7 @@ from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.queries import EXAMPLE_QUERIES
 from airflow_iqp.runtime.costs import (
     MARGIN_K,
+    expected_model,
     observe,
     planning_margin,
     planning_model,
@@ -236,7 +237,9 @@ def test_a_refit_model_is_planned_with_its_margin_and_a_calibration_without(tmp_
         planned = planning_model(s, learning, PATH)
         margin = planning_margin(s, learning, PATH)
         fitted = LearnedCost.from_dict(store.latest_cost_model(s, DAG_ID, PATH) or {})
+        expected = expected_model(s, learning, PATH)
     assert fitted.source is CostSource.REFIT
+    assert expected == fitted  # what a job is expected to take: the margin is the plan's alone
     assert isinstance(planned, LearnedCost)
     partial = 1 + fitted.partial_spread.margin(k=MARGIN_K)
     merge = 1 + fitted.merge_spread.margin(k=MARGIN_K)
