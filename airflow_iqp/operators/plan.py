@@ -40,7 +40,7 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.window import run_window
 from airflow_iqp.planning.admission import admit
 from airflow_iqp.planning.record import MinBatchPlan, PlanRecord
-from airflow_iqp.runtime.costs import planning_margin, planning_model, planning_rate
+from airflow_iqp.runtime.costs import measures_intercept, planning_margin, planning_model, planning_rate
 from airflow_iqp.runtime.demand import Priced, longest_jobs, shared_demands, static_plan, window_demand
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch
 from airflow_iqp.runtime.inputs import InputSpec
@@ -327,6 +327,9 @@ class PlanWindowOperator(BaseOperator):
         alpha, tau_max = decl.dynamic_limits()
         admission = self.admit(session, window_demand(decl, rate, model), sharing)
         always, extra_merge = merge_costs(model)
+        path = execution_path(self.spark_conn_id)
+        first_unit = measures_intercept(session, decl, path)
+        slots = batching.slots + first_unit  # the one-unit batch needs a slot of its own
         window_id = store.record_plan(
             session,
             decl.dag_id,
@@ -342,39 +345,42 @@ class PlanWindowOperator(BaseOperator):
                 expected_files=batching.expected_files,
                 merge_cost=always + extra_merge.cost(batching.min_batch.batches(batching.expected_files)),
                 admission=admission,
-                margin=planning_margin(session, decl, execution_path(self.spark_conn_id)),
+                margin=planning_margin(session, decl, path),
                 dynamic=MinBatchPlan(
                     alpha=alpha,
                     tau_max=tau_max,
                     min_batch=batching.min_batch.size,
                     max_batch=batching.max_batch,
                     cost_ratio=batching.min_batch.cost_ratio,
-                    slots=batching.slots,
+                    slots=slots,
+                    first_unit=first_unit,
                 ),
             ),
             batches=[],
             run_id=context["run_id"],
         )
         self.log.info(
-            "window %s..%s: dynamic, MinBatch %d files (cost x%.2f), at most %d, %d slots",
+            "window %s..%s: dynamic, MinBatch %d files (cost x%.2f), at most %d, %d slots%s",
             start,
             end,
             batching.min_batch.size,
             batching.min_batch.cost_ratio,
             batching.max_batch,
-            batching.slots,
+            slots,
+            "; the first batch one unit, for the cost model's intercept" if first_unit else "",
         )
         return [
             DynamicSlot(
                 window_id=window_id,
                 slot=slot,
-                slots=batching.slots,
+                slots=slots,
                 input=window_input.to_dict(),
                 expected_files=batching.expected_files,
                 min_batch=batching.min_batch.size,
                 max_batch=batching.max_batch,
+                first_unit=first_unit,
             ).to_dict()
-            for slot in range(batching.slots)
+            for slot in range(slots)
         ]
 
 

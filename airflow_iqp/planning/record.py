@@ -32,6 +32,7 @@ class MinBatchPlan(_Part):
     max_batch: int  # files: at most tau_max of work
     cost_ratio: float  # batched cost at MinBatch against one batch
     slots: int
+    first_unit: bool = False  # the first batch is one unit, for the model's intercept
 
 
 class ReplanNote(_Part):

@@ -28,10 +28,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from airflow_iqp.constants import CostSource
+from airflow_iqp.constants import CostSource, JobKind
 from airflow_iqp.declaration import EXAMPLE_COST_MODELS, ArrivalRate
 from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.learning import LearnedCost, NotEnoughObservations, Spread, fit_cost, learned_rate
+from airflow_iqp.learning.prior import SPREAD_RATIO
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import EXAMPLE_QUERIES
@@ -39,7 +40,7 @@ from airflow_iqp.queries import EXAMPLE_QUERIES
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from airflow_iqp.constants import ExecutionPath, JobKind
+    from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.declaration import CostModel, Declaration
 
 MARGIN_K = 2.0  # standard deviations of the residuals a refit model's plans allow for
@@ -87,6 +88,21 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     if isinstance(model, LearnedCost) and model.source is CostSource.REFIT:
         return model.with_margin(k=MARGIN_K)
     return model
+
+
+def measures_intercept(session: Session, declaration: Declaration, path: ExecutionPath) -> bool:
+    """Whether a dynamic window's first batch is one unit: the DAG learns its model and its
+    recent partials all have about one size (dynamic batches do), so the fit has learned only a
+    scale and its per-job cost (the intercept) is the prior's, measured on other sizes, often
+    another machine. MinBatch rests on that cost (a batch's overhead against its data), and so
+    do predictions of any other size. One small batch gives the fit two sizes to learn the
+    intercept from (`learning.prior`), as a calibration's first job does.
+    """
+    if not declaration.learns_cost:
+        return False
+    observed = store.cost_observations(session, declaration.dag_id, path)
+    sizes = [o.size for o in observed if o.kind is JobKind.PARTIAL]
+    return not sizes or max(sizes) < SPREAD_RATIO * max(min(sizes), 1)
 
 
 def planning_margin(session: Session, declaration: Declaration, path: ExecutionPath) -> dict[str, float] | None:

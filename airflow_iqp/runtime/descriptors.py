@@ -57,6 +57,7 @@ class DynamicSlot(_Descriptor):
     expected_files: int
     min_batch: int
     max_batch: int
+    first_unit: bool = False  # the window's first batch is one unit (`runtime.costs.measures_intercept`)
 
     @property
     def label(self) -> str:

@@ -6,7 +6,9 @@ window's input final, the window closed, or input running late) registers with t
 the ledger lets one request per window be open, so a query runs one batch at a time. The slot
 that is granted cuts the batch: it freezes the landed units no batch has taken, at most
 max_batch of them (the tau_max bound), except the last free slot, which waits until the
-window's input is final and takes the rest. Once the input is final and every unit is taken,
+window's input is final and takes the rest. While the cost model has no per-job cost of its
+own (`runtime.costs.measures_intercept`), the window's first batch is one unit, cut as soon as
+one has landed. Once the input is final and every unit is taken,
 the slots left over skip; a window whose input is final with no unit at all runs one empty
 batch, so its merge commits the query's answer over no rows. Read by the trigger (read-only)
 and by the task, in the caller's session.
@@ -65,7 +67,8 @@ def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now:
     if selection.final and not waiting and batches > 0:
         return SlotDecision(SlotAction.SKIP, processed=processed, batches=batches)
     last = batches >= spec.slots - 1  # the last free slot takes everything, once the input is final
-    take = tuple(waiting if last else waiting[: spec.max_batch])
+    one_unit = spec.first_unit and batches == 0  # for the cost model's intercept
+    take = tuple(waiting if last else waiting[: 1 if one_unit else spec.max_batch])
     holder = session.execute(
         select(DispatchRequest.slot, DispatchRequest.reason).where(
             DispatchRequest.window_id == spec.window_id,
@@ -84,10 +87,11 @@ def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now:
         return SlotDecision(SlotAction.RUN, BatchReason.ALL_IN, take, processed, batches)
     window = spec.window_input
     start, end = window.window_start.timestamp(), window.window_end.timestamp()
-    late_at = expected_time_of(processed + spec.min_batch, spec.expected_files, start, end)
+    min_batch = 1 if one_unit else spec.min_batch
+    late_at = expected_time_of(processed + min_batch, spec.expected_files, start, end)
     reason = batch_reason(
         waiting=len(waiting),
-        min_batch=spec.min_batch,
+        min_batch=min_batch,
         all_in=selection.final,
         window_closed=now >= end,
         input_late=now >= late_at,

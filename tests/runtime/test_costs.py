@@ -22,6 +22,7 @@ from airflow_iqp.queries import EXAMPLE_QUERIES
 from airflow_iqp.runtime.costs import (
     MARGIN_K,
     expected_model,
+    measures_intercept,
     observe,
     planning_margin,
     planning_model,
@@ -90,6 +91,18 @@ def test_a_packaged_query_plans_with_its_prior_until_its_first_jobs_refit_it(tmp
         observe(s, learning, PATH, JobKind.PARTIAL, 4300, 13.0)
         observe(s, learning, PATH, JobKind.MERGE, 1, 2.0)
         assert isinstance(planning_model(s, learning, PATH), LearnedCost)
+
+
+def test_a_dynamic_window_measures_the_intercept_while_the_partials_have_one_size(tmp_path: Path, url: str) -> None:
+    learning, fitted = declaration(tmp_path), declaration(tmp_path, cost_model=str(tmp_path / "q6.json"))
+    with session_scope(url) as s:
+        assert measures_intercept(s, learning, PATH)  # no job yet: the intercept is the prior's
+        assert not measures_intercept(s, fitted, PATH)  # a fitted file learns nothing
+        for rows in (40_000, 41_000, 39_500):
+            observe(s, learning, PATH, JobKind.PARTIAL, rows, 20.0)
+        assert measures_intercept(s, learning, PATH)  # same-size batches: still the prior's
+        observe(s, learning, PATH, JobKind.PARTIAL, 4_300, 8.0)
+        assert not measures_intercept(s, learning, PATH)  # two sizes: the fit learns its own
 
 
 def test_a_learning_dag_has_no_model_until_its_calibration_ran(tmp_path: Path, url: str) -> None:

@@ -108,6 +108,17 @@ def test_waits_for_min_batch_then_takes_what_landed_up_to_max_batch(world: tuple
     assert taken(at(url, spec, listing(*range(8)), 10)) == [name(i) for i in range(6)]  # tau_max: at most 6
 
 
+def test_a_first_unit_window_cuts_one_unit_first_then_min_batches(world: tuple[str, DynamicSlot]) -> None:
+    url, spec = world
+    first = spec.model_copy(update={"first_unit": True})
+    assert at(url, first, listing(), 10).action is SlotAction.WAIT
+    decision = at(url, first, listing(0, 1, 2), 10)  # under MinBatch, but one unit is the first batch
+    assert (decision.action, decision.reason, taken(decision)) == (SlotAction.RUN, BatchReason.MIN_BATCH, [name(0)])
+    cut(url, first, 0, [0])
+    assert at(url, first, listing(0, 1, 2), 10, slot=1).action is SlotAction.WAIT  # then MinBatch again
+    assert taken(at(url, first, listing(*range(5)), 10, slot=1)) == [name(i) for i in range(1, 5)]
+
+
 def test_units_are_taken_in_arrival_order_not_by_name(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     files = (landed(0, at=9), landed(1, at=3), landed(2, at=5), landed(3, at=1))

@@ -223,6 +223,7 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
     assert summary.cost_s is not None
     assert summary.cost_ratio is not None
     assert summary.single_batch_cost_s is not None
+    assert model is not None
     actual_ratio = summary.cost_s / (partial_s + merge_s)
     print(
         f"\njobs by window (s; batches, then the merge): {[[round(x, 2) for x in w] for w in jobs]}\n"
@@ -230,7 +231,8 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
         f"last window: {BATCHES} batches over {rows} rows, actual {summary.cost_s:.2f} s\n"
         f"one batch: stored {summary.cost_model} model {summary.single_batch_cost_s:.2f} s "
         f"[95%: {summary.single_batch_low_s:.2f}, {summary.single_batch_high_s:.2f}], "
-        f"measured {partial_s + merge_s:.2f} s (partial {partial_s:.2f} + merge {merge_s:.2f})\n"
+        f"measured {partial_s + merge_s:.2f} s (partial {partial_s:.2f} + merge {merge_s:.2f}); "
+        f"the model's partial {model.partial_seconds(rows):.2f} + merge {model.merge_seconds(1):.2f}\n"
         f"cost vs one batch: page x{summary.cost_ratio:.3f}, measured x{actual_ratio:.3f}, "
         f"off by {summary.cost_ratio / actual_ratio - 1:+.1%}"
     )
