@@ -14,12 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from airflow.serialization.serialized_objects import BaseSerialization
+from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
+from airflow.utils.state import TaskInstanceState
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning.record import PlanRecord, ReplanNote
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
-from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
+from airflow_iqp.runtime.inputs import ORIGIN, InputSpec, files_by_stream
 from airflow_iqp.runtime.slots import SlotAction
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.streams.watch import LOOK_TTL
@@ -165,6 +167,29 @@ def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger:
     time.sleep(LOOK_TTL)  # the looks of one moment share a listing: the next one sees the new file
     assert trigger.look() is SlotAction.RUN
     assert first_event(trigger) == {"action": "run"}
+
+
+def test_batch_ready_trigger_ends_a_slot_with_nothing_left_as_skipped(tmp_path: Path, ledger: tuple[str, int]) -> None:
+    url, window_id = ledger
+    spec = DynamicSlot(
+        window_id=window_id, slot=1, slots=3, input=window_input(tmp_path), expected_files=1, min_batch=1, max_batch=4
+    )
+    land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
+    land(tmp_path / "sales", "_SUCCESS", T0 + timedelta(minutes=2))  # the window's input is final
+    selection = InputSpec.from_dict(window_input(tmp_path)).look_own()
+    with session_scope(url) as s:  # slot 0 took the window's one file
+        store.add_dynamic_batch(s, window_id, 0, BatchReason.ALL_IN, files_by_stream(selection.units), 1, 1, 1.0, T0)
+    trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=0.05)
+    assert trigger.look() is SlotAction.SKIP
+
+    async def first() -> TriggerEvent:
+        async for event in trigger.run():
+            return event
+        raise AssertionError("the trigger ended without an event")
+
+    event = asyncio.run(first())
+    assert isinstance(event, TaskSkippedEvent)  # the triggerer ends the task: no worker resumes it
+    assert event.task_instance_state == TaskInstanceState.SKIPPED
 
 
 def test_grant_trigger_reports_a_decided_request_or_a_due_grant(ledger: tuple[str, int]) -> None:
