@@ -17,7 +17,8 @@ cluster's logs stay under DIR/RUN, and the table is made from them, so runs made
   (`iqp check dags --capacity`, at most the cluster's cores; IQP_DEMO_CORES, as `iqp
   connect-server start --cores` does), an executor released once idle for `--btu` seconds
   (`[iqp] billing_unit_seconds`), and `[iqp] cores = plan` so that each grant records the plan's
-  cores; `fixed`: static allocation, every core of the cluster held by the server.
+  cores; `elastic-N`: as `elastic`, between 0 and N executors; `fixed`: static allocation, every
+  core of the cluster held by the server.
 - spark_submit: every job its own application, once per `[iqp] cores` setting (`plan`: each
   grant gets the plan's cores for the phase the windows are in, `runtime.capacity`; a number:
   that many for every job).
@@ -45,12 +46,13 @@ import json
 import math
 import os
 import re
-import shutil
+import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -178,6 +180,11 @@ class Run:
         return max((sum(c for s, e, c in lives if s <= t < e) for t, _, _ in lives), default=0)
 
 
+def elastic(run: Run) -> bool:
+    """Whether the run's capacity followed the jobs (elastic on Connect, the plan on spark-submit)."""
+    return run.bounds is not None or run.name == "plan"
+
+
 def billed(lives: Iterable[tuple[float, float, int]], btu: float) -> float:
     """What a provider bills for these (start, end, cores) lives: every started unit of each, per core."""
     return math.fsum(cores * max(1, math.ceil((end - start) / btu - 1e-9)) * btu for start, end, cores in lives)
@@ -241,7 +248,7 @@ def measure(
         ]
         stopped = datetime.now(UTC)
     seconds = time.monotonic() - started
-    shutil.copy(demo_dir / "iqp_ledger.db", out / "ledger.db")
+    keep_ledger(demo_dir / "iqp_ledger.db", out / "ledger.db")
     (out / "run.json").write_text(
         json.dumps(
             {
@@ -258,6 +265,12 @@ def measure(
         )
     )
     print(f"  {name}: the demo exited {demo.returncode} after {seconds:.0f} s ({out / 'demo.log'})", flush=True)
+
+
+def keep_ledger(ledger: Path, kept: Path) -> None:
+    """A copy of the demo's SQLite ledger with what its write-ahead log holds (a file copy misses it)."""
+    with closing(sqlite3.connect(ledger)) as source, closing(sqlite3.connect(kept)) as copy:
+        source.backup(copy)
 
 
 def load(out: Path) -> Run:
@@ -311,7 +324,7 @@ def _windows(session: Session) -> list[WindowOutcome]:
 def report(runs: list[Run], btu: float) -> list[str]:
     """The table, each run's executors and grants over time, and elastic's saving against fixed."""
     header = (
-        f"{'run':>7}  {'span s':>6} {'executors':>9} {'most':>4} {'executor core-s':>15} {'billed':>6}  "
+        f"{'run':>9}  {'span s':>6} {'executors':>9} {'most':>4} {'executor core-s':>15} {'billed':>6}  "
         f"{'grants (cores x n)':<18} {'grant core-s':>12} {'lease of grants':>15}  {'deadlines met':<13}  "
         f"{'results':<11} {'run s':>5}"
     )
@@ -320,22 +333,21 @@ def report(runs: list[Run], btu: float) -> list[str]:
         by_cores = ", ".join(f"{c}x{n}" for c, n in sorted(Counter(c for _, _, c in r.held()).items()))
         met = sum(w.met is True for w in r.windows)
         lines.append(
-            f"{r.name:>7}  {r.span:>6.0f} {len(r.lives()):>9} {r.most_at_once():>4} {r.executor_core_s():>15.0f} "
+            f"{r.name:>9}  {r.span:>6.0f} {len(r.lives()):>9} {r.most_at_once():>4} {r.executor_core_s():>15.0f} "
             f"{billed(r.lives(), btu):>6.0f}  {by_cores:<18} {r.used():>12.0f} {r.leased(btu):>15.0f}  "
             f"{f'{met}/{len(r.windows)}':<13}  {'equal' if r.equal else 'NOT CHECKED':<11} {r.seconds:>5.0f}"
         )
     for r in runs:
         lines += timeline(r)
-    elastic = next((r for r in runs if r.name in (ELASTIC, "plan")), None)
-    fixed = next((r for r in runs if r is not elastic), None)
-    if elastic is not None and fixed is not None:
-        lease, hold = billed(elastic.lives(), btu), billed(fixed.lives(), btu)
-        lines.append(
-            f"executors billed by the BTU ({btu:g} s): {elastic.name} {lease:.0f} core-s against {hold:.0f} core-s "
-            f"for {fixed.name}: {1 - lease / hold:.0%} less"
-            if hold
-            else "no executor of the fixed run in its span"
-        )
+    fixed = next((r for r in runs if not elastic(r)), None)
+    hold = 0.0 if fixed is None else billed(fixed.lives(), btu)
+    for r in runs:
+        lease = billed(r.lives(), btu)
+        if fixed is not None and elastic(r) and hold:
+            lines.append(
+                f"executors billed by the BTU ({btu:g} s): {r.name} {lease:.0f} core-s against {hold:.0f} core-s "
+                f"for {fixed.name}: {1 - lease / hold:.0%} less"
+            )
     return lines
 
 
@@ -371,7 +383,11 @@ def main() -> int:
     """Run each setting in turn (or none, with --report) and print the table of every run in --out."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--path", type=ExecutionPath, default=ExecutionPath.SPARK_CONNECT, help="the demo's jobs' path")
-    parser.add_argument("--runs", help=f"spark_connect: {ELASTIC},{FIXED}; spark_submit: [iqp] cores each, plan,2")
+    parser.add_argument(
+        "--runs",
+        help=f"spark_connect: {ELASTIC} (0 to the plan's peak executors), {ELASTIC}-N (0 to N), {FIXED}; "
+        "spark_submit: [iqp] cores each, plan,2",
+    )
     parser.add_argument(
         "--speedup",
         help=f"the plan's speedup as cores:speedup points (default: {MEASURED} on spark_submit as measured; "
@@ -399,7 +415,9 @@ def main() -> int:
     peak = None
     for name in names:
         bounds = None
-        if connect and name == ELASTIC:
+        if connect and name.startswith(f"{ELASTIC}-"):  # elastic-N: at most N executors, whatever the plan says
+            bounds = (0, int(name.removeprefix(f"{ELASTIC}-")))
+        elif connect and name == ELASTIC:
             if peak is None:
                 peak, check = peak_cores()
                 print(
@@ -410,7 +428,7 @@ def main() -> int:
             bounds = (0, peak)
         measure(args.path, name, out / name, args.btu, bounds, speedup)
     runs = [load(d) for d in sorted(out.iterdir()) if (d / "run.json").is_file()]
-    runs.sort(key=lambda r: r.name not in (ELASTIC, "plan"))
+    runs.sort(key=lambda r: not elastic(r))
     print("\n".join(report(runs, args.btu)))
     print(f"({time.monotonic() - started:.0f} s)")
     return 0 if all(r.equal and all(w.met for w in r.windows) for r in runs) else 1
