@@ -65,7 +65,7 @@ from airflow_iqp.ledger import session_scope
 from airflow_iqp.ledger.models import Query, Window
 from airflow_iqp.planning.elastic import LeasePool
 from airflow_iqp.runtime.capacity import Granted, granted, plan
-from airflow_iqp.settings import DispatchSettings, speedup_points
+from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings, speedup_points
 from airflow_iqp.spark.connect_server import free_port
 from tests.spark.cluster import Executor, executors, standalone_cluster
 
@@ -394,7 +394,10 @@ def main() -> int:
         "the capacity model's labelled default on spark_connect)",
     )
     parser.add_argument(
-        "--btu", type=float, default=60.0, help="billing time unit, seconds ([iqp] billing_unit_seconds)"
+        "--btu",
+        type=float,
+        default=DEFAULT_BILLING_UNIT,
+        help=f"billing time unit, seconds: the runs' [iqp] billing_unit_seconds (default {DEFAULT_BILLING_UNIT:g})",
     )
     parser.add_argument("--out", type=Path, help="where runs keep their logs and ledgers (default: a temporary dir)")
     parser.add_argument("--report", action="store_true", help="run nothing: report the runs --out holds")
