@@ -25,7 +25,7 @@ cluster's logs stay under DIR/RUN, and the table is made from them, so runs made
 
 Per run:
 
-- the executors, from the workers' records (`Cluster.executors`: launched, finished, cores), and
+- the executors, from the workers' records (`tests.spark.cluster.executors`: launched, finished, cores), and
   what a provider bills for them: each executor's core per started `--btu` unit of its life,
   both cut to the run's span (from the window's start to its last window's merge), so runs of
   different lengths bill only what their windows needed;

@@ -62,12 +62,6 @@ class Cluster:
         logs = self.logs.glob(f"worker-*/{app}/*/stderr")
         return sum(int(m) for log in logs for m in re.findall(r"--cores\W+(\d+)", log.read_text())[:1])
 
-    def executors(self) -> list[Executor]:
-        """Every executor the workers launched, from their logs: when each was launched and when
-        it finished (None: still running), with its cores.
-        """
-        return [e for log in sorted(self.logs.glob("worker-*.log")) for e in executors(log)]
-
 
 @dataclass(frozen=True)
 class Executor:
@@ -88,7 +82,9 @@ FINISHED = re.compile(r"^(\S+ \S+) INFO Worker: Executor (\S+)/(\d+) finished wi
 
 
 def executors(log: Path) -> list[Executor]:
-    """The executors one worker's log records, in launch order."""
+    """The executors one worker's log (`worker-N.log` of the cluster's logs) records, in launch
+    order: when each was launched and finished (None: still running), with its cores.
+    """
     launched: dict[tuple[str, str], datetime] = {}
     cores: dict[tuple[str, str], int] = {}
     finished: dict[tuple[str, str], datetime] = {}
