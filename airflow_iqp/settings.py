@@ -25,6 +25,7 @@ SECTION = "iqp"
 LEDGER_CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"  # how Airflow names the connection `iqp_default` in the environment
 PLAN: Literal["plan"] = "plan"  # [iqp] cores = plan: each grant gets the capacity plan's cores
 DEFAULT_MAX_CORES = 64  # as far as the capacity model's default speedup goes
+DEFAULT_BILLING_UNIT = 60.0  # seconds: a core billed per started minute
 LOOPBACK = "127.0.0.1"
 LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")  # local, local[2], local[*], local[2,3]
 DRIVER_HOST_EXTRA, DRIVER_BIND_EXTRA = "driver-host", "driver-bind-address"  # extras of the `spark` connection
@@ -46,7 +47,8 @@ class DispatchSettings:
     `plan`, the capacity plan's for the current phase, `runtime.capacity`), max_cores (the most
     the plan may lease: the cluster's size) and speedup (the plan's per-core model as measured,
     `cores:speedup` points such as `1:1,2:1.6` from benchmarks/per_core.py; unset, the labelled
-    default).
+    default) and billing_unit_seconds (what a provider bills a core by: per started unit; the
+    capacity view's leases and an elastic Connect server's idle timeout follow it).
     """
 
     policy: Policy = Policy.EDF
@@ -56,6 +58,7 @@ class DispatchSettings:
     cores: int | Literal["plan"] | None = None
     max_cores: int = DEFAULT_MAX_CORES
     speedup: tuple[tuple[int, float], ...] | None = None
+    billing_unit_seconds: float = DEFAULT_BILLING_UNIT
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "policy", _policy(self.policy))
@@ -65,6 +68,9 @@ class DispatchSettings:
         object.__setattr__(self, "cores", _cores(self.cores))
         object.__setattr__(self, "max_cores", _whole("max_cores", self.max_cores, minimum=1))
         object.__setattr__(self, "speedup", _speedup(self.speedup))
+        object.__setattr__(
+            self, "billing_unit_seconds", _seconds("billing_unit_seconds", self.billing_unit_seconds, minimum=1)
+        )
 
     @property
     def heartbeat_seconds(self) -> float:
@@ -85,7 +91,7 @@ class DispatchSettings:
         given: dict[str, Any] = {}  # the options set, each checked as the class checks it
         if (policy := read("policy")) is not None:
             given["policy"] = policy.lower()
-        for option in ("resources", "lease_seconds", "resume_seconds", "max_cores"):
+        for option in ("resources", "lease_seconds", "resume_seconds", "max_cores", "billing_unit_seconds"):
             if (value := read(option)) is not None:
                 given[option] = _parsed(option, value)
         if (cores := read("cores")) is not None:

@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 def no_iqp_config(monkeypatch: pytest.MonkeyPatch) -> None:
-    for option in ("policy", "resources", "lease_seconds", "resume_seconds", "cores", "max_cores", "speedup"):
+    options = ("policy", "resources", "lease_seconds", "resume_seconds", "cores", "max_cores", "speedup")
+    for option in (*options, "billing_unit_seconds"):
         monkeypatch.delenv(option_env(option), raising=False)
 
 
@@ -62,6 +63,11 @@ def test_unset_or_blank_options_keep_the_defaults(monkeypatch: pytest.MonkeyPatc
         ("max_cores", "0", r"\[iqp\] max_cores must be >= 1, got 0 \(AIRFLOW__IQP__MAX_CORES\)"),
         ("speedup", "2", r"\[iqp\] speedup = '2' is not cores:speedup points such as 1:1,2:1.6"),
         ("speedup", "1:1,2:3", r"\[iqp\] speedup points\[1\]: 3 on 2 cores is more than linear"),
+        (
+            "billing_unit_seconds",
+            "0.5",
+            r"\[iqp\] billing_unit_seconds must be >= 1, got 0.5 \(AIRFLOW__IQP__BILLING_UNIT_SECONDS\)",
+        ),
     ],
 )
 @pytest.mark.usefixtures("no_iqp_config")
@@ -85,6 +91,13 @@ def test_cores_are_the_plans_a_number_or_the_connections(monkeypatch: pytest.Mon
     assert DispatchSettings.load().speedup == ((1, 1.0), (2, 1.6))
 
 
+@pytest.mark.usefixtures("no_iqp_config")
+def test_the_billing_unit_is_a_minute_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert DispatchSettings.load().billing_unit_seconds == 60.0, "a core billed per started minute"
+    monkeypatch.setenv("AIRFLOW__IQP__BILLING_UNIT_SECONDS", "3600")
+    assert DispatchSettings.load().billing_unit_seconds == 3600.0
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
@@ -94,6 +107,7 @@ def test_cores_are_the_plans_a_number_or_the_connections(monkeypatch: pytest.Mon
         {"resume_seconds": -1},
         {"policy": "fifo"},
         {"cores": "all"},
+        {"billing_unit_seconds": 0},
     ],
 )
 def test_settings_made_in_code_are_checked_too(kwargs: dict[str, object]) -> None:

@@ -17,6 +17,7 @@ import argparse
 import json
 from pathlib import Path
 
+from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings
 from airflow_iqp.spark.connect_server import (
     DEFAULT_MASTER,
     DEFAULT_PORT,
@@ -47,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=_bounds,
         metavar="MIN,MAX",
         help="a cluster's executors scale with the jobs between MIN and MAX one-core executors (Spark dynamic "
-        "allocation): the capacity plan's open-phase cores and its peak (`iqp check --capacity`)",
+        "allocation): the capacity plan's open-phase cores and its peak (`iqp check --capacity`); an executor "
+        "idle for [iqp] billing_unit_seconds is released",
     )
     up.add_argument("--foreground", action="store_true", help="run the server in this process (containers)")
     up.add_argument("--state-dir", **state)  # type: ignore[arg-type]  # argparse's kwargs are not typed per key
@@ -68,6 +70,11 @@ def _bounds(value: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected MIN,MAX (two whole numbers), got {value!r}") from None
 
 
+def _billing_unit(args: argparse.Namespace) -> float:
+    """`[iqp] billing_unit_seconds`, read only for an elastic server (`--cores`)."""
+    return DispatchSettings.load().billing_unit_seconds if args.cores else DEFAULT_BILLING_UNIT
+
+
 def _start(args: argparse.Namespace) -> int:
     if args.no_token and args.token:
         raise ValueError("--token and --no-token exclude each other")
@@ -79,6 +86,7 @@ def _start(args: argparse.Namespace) -> int:
             driver_memory=args.driver_memory,
             token=args.token,
             cores=args.cores,
+            billing_unit=_billing_unit(args),
         )
     state_dir = args.state_dir or default_state_dir()
     server = start(
@@ -90,6 +98,7 @@ def _start(args: argparse.Namespace) -> int:
         bind=args.bind,
         driver_memory=args.driver_memory,
         cores=args.cores,
+        billing_unit=_billing_unit(args),
     )
     print(f"Spark Connect server running: pid {server.pid}, {server.url}, master {server.master}, log {server.log}")
     print(f"AIRFLOW_CONN_IQP_SPARK='{json.dumps(server.connection())}'")

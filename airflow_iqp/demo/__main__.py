@@ -287,18 +287,23 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
 def spark_connection(path: ExecutionPath, started: float, source: Path, queries: list[str]) -> dict[str, object]:
     """The `iqp_spark` connection of the demo: a Spark Connect server of its own on a free port
     (started here and warmed up with the `queries`' own jobs over the stream at `source`:
-    `demo.warm`), or spark-submit on local[2].
+    `demo.warm`), or spark-submit on local[2]. benchmarks/capacity_live.py points either at a
+    standalone master (IQP_DEMO_MASTER) and scales the server's executors (IQP_DEMO_CORES=MIN,MAX).
     """
+    master = os.environ.get("IQP_DEMO_MASTER", "local[2]")
     if path is ExecutionPath.SPARK_SUBMIT:
-        master = os.environ.get("IQP_DEMO_MASTER", "local[2]")  # benchmarks/capacity_live.py: a standalone master
         log(f"jobs run with spark-submit on {master} (IQP_DEMO_PATH=spark_submit)", started)
         return {"conn_type": "spark", "host": master}
+    from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings
     from airflow_iqp.spark.connect_server import ConnectServerError, free_port, start
 
     stop_connect_server()  # one an interrupted demo left behind
     t = time.monotonic()
+    least, _, most = os.environ.get("IQP_DEMO_CORES", "").partition(",")
+    cores = (int(least), int(most)) if most else None
     try:
-        server = start(CONNECT_STATE, port=free_port())
+        unit = DispatchSettings.load().billing_unit_seconds if cores else DEFAULT_BILLING_UNIT
+        server = start(CONNECT_STATE, port=free_port(), master=master, cores=cores, billing_unit=unit)
     except ConnectServerError as err:
         raise RuntimeError(str(err)) from None
     log(f"Spark Connect server up in {time.monotonic() - t:.1f}s at {server.url} (log {server.log})", started)

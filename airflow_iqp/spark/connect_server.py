@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.processes import stop_group
-from airflow_iqp.settings import LOCAL_MASTER, airflow_home, driver_address
+from airflow_iqp.settings import DEFAULT_BILLING_UNIT, LOCAL_MASTER, airflow_home, driver_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -115,10 +115,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def elastic_cores(master: str, least: int, most: int) -> dict[str, str]:
+def elastic_cores(master: str, least: int, most: int, billing_unit: float = DEFAULT_BILLING_UNIT) -> dict[str, str]:
     """The server's cores scaling with its jobs between `least` and `most` (the capacity plan's
     open-phase cores and its peak, `iqp check --capacity`): Spark's dynamic allocation of
-    one-core executors, tracking shuffle files so no external shuffle service is needed. A local
+    one-core executors, tracking shuffle files so no external shuffle service is needed. An
+    executor goes once idle for `billing_unit` seconds (`[iqp] billing_unit_seconds`), shuffle
+    files or not (else one holding a finished job's shuffle stays until the driver's garbage
+    collection): one needed again within a unit of its last task is kept, as a BTU-aware
+    controller keeps a paid core, but Spark cannot release at the end of a paid unit. A local
     master has no executors to scale, so it is refused.
     """
     if LOCAL_MASTER.fullmatch(master.strip()):
@@ -131,10 +135,19 @@ def elastic_cores(master: str, least: int, most: int) -> dict[str, str]:
         "spark.dynamicAllocation.minExecutors": str(least),
         "spark.dynamicAllocation.maxExecutors": str(most),
         "spark.executor.cores": "1",
+        "spark.dynamicAllocation.executorIdleTimeout": f"{billing_unit:g}s",
+        "spark.dynamicAllocation.shuffleTracking.timeout": f"{billing_unit:g}s",
     }
 
 
-def command(port: int, master: str, bind: str, driver_memory: str, cores: tuple[int, int] | None = None) -> list[str]:
+def command(
+    port: int,
+    master: str,
+    bind: str,
+    driver_memory: str,
+    cores: tuple[int, int] | None = None,
+    billing_unit: float = DEFAULT_BILLING_UNIT,
+) -> list[str]:
     """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it; with
     `cores` (least, most), its executors scale between them (`elastic_cores`).
     """
@@ -147,7 +160,7 @@ def command(port: int, master: str, bind: str, driver_memory: str, cores: tuple[
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **driver_address(master).conf,
-        **(elastic_cores(master, *cores) if cores is not None else {}),
+        **(elastic_cores(master, *cores, billing_unit) if cores is not None else {}),
     }
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
@@ -205,6 +218,7 @@ def start(
     timeout: float = 180.0,
     warm: bool = True,
     cores: tuple[int, int] | None = None,
+    billing_unit: float = DEFAULT_BILLING_UNIT,
 ) -> ConnectServer:
     """Start the server in the background and return once its port answers and a warm-up job
     has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up
@@ -225,7 +239,7 @@ def start(
     _write_token(state_dir / TOKEN_FILE, token)
     with (state_dir / LOG_FILE).open("wb") as log:
         process = subprocess.Popen(
-            command(port, master, bind, driver_memory, cores),
+            command(port, master, bind, driver_memory, cores, billing_unit),
             env=environment(token, master),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -248,10 +262,17 @@ def start(
 
 
 def run_foreground(
-    *, port: int, master: str, bind: str, driver_memory: str, token: str | None, cores: tuple[int, int] | None = None
+    *,
+    port: int,
+    master: str,
+    bind: str,
+    driver_memory: str,
+    token: str | None,
+    cores: tuple[int, int] | None = None,
+    billing_unit: float = DEFAULT_BILLING_UNIT,
 ) -> None:
     """Replace this process with the server (a container's main process)."""
-    args = command(port, master, bind, driver_memory, cores)
+    args = command(port, master, bind, driver_memory, cores, billing_unit)
     os.execve(args[0], args, environment(token, master))
 
 

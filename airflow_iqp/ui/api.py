@@ -24,7 +24,6 @@ from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.runtime import forecasts
 from airflow_iqp.settings import DispatchSettings
-from airflow_iqp.simulation.capacity import BTU
 from airflow_iqp.spark.paths import submit_cores
 from airflow_iqp.ui import STATIC, capacity, cores, read, risk, views
 from airflow_iqp.ui.models import (
@@ -46,8 +45,6 @@ API_PREFIX = "/api/v1"
 
 ReadsDag = Depends(requires_access_dag("GET", DagAccessEntity.RUN))
 SPARK_CONN_ID = "iqp_spark"  # intermittent_query()'s default Spark connection: whose cores a grant naming none gets
-# No [iqp] setting names a billing unit yet: the one the simulator's elastic controllers bill by.
-BILLING_UNIT = (BTU, f"the simulator's {BTU:g} s (no [iqp] setting names one)")
 
 
 def readable_dags(user: BaseUser) -> set[str]:
@@ -140,7 +137,7 @@ def router() -> APIRouter:
             since=since,
             now=now,
             confidence=confidence,
-            btu=BILLING_UNIT,
+            btu=(DispatchSettings.load().billing_unit_seconds, "[iqp] billing_unit_seconds"),
             default_cores=default,
             readable=readable,
         )

@@ -130,7 +130,7 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_a_server_on_a_cluster_scales_its_one_core_executors_between_the_plans_bounds() -> None:
-    args = command(15002, "spark://master:7077", "127.0.0.1", "2g", cores=(1, 4))
+    args = command(15002, "spark://master:7077", "127.0.0.1", "2g", cores=(1, 4), billing_unit=3600)
     confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
     assert {k: v for k, v in confs.items() if "dynamicAllocation" in k or k == "spark.executor.cores"} == {
         "spark.dynamicAllocation.enabled": "true",
@@ -138,7 +138,9 @@ def test_a_server_on_a_cluster_scales_its_one_core_executors_between_the_plans_b
         "spark.dynamicAllocation.minExecutors": "1",
         "spark.dynamicAllocation.maxExecutors": "4",
         "spark.executor.cores": "1",
-    }
+        "spark.dynamicAllocation.executorIdleTimeout": "3600s",
+        "spark.dynamicAllocation.shuffleTracking.timeout": "3600s",
+    }, "an executor idle for a billing unit goes, its shuffle files too"
     assert not any("dynamicAllocation" in arg for arg in command(15002, "spark://master:7077", "127.0.0.1", "2g"))
     with pytest.raises(ValueError, match="runs in one JVM"):
         command(15002, "local[2]", "127.0.0.1", "2g", cores=(1, 2))

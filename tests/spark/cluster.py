@@ -14,6 +14,7 @@ import time
 import urllib.request
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,48 @@ class Cluster:
         """The cores the workers launched `app`'s executors with (each executor command's --cores)."""
         logs = self.logs.glob(f"worker-*/{app}/*/stderr")
         return sum(int(m) for log in logs for m in re.findall(r"--cores\W+(\d+)", log.read_text())[:1])
+
+
+@dataclass(frozen=True)
+class Executor:
+    """One executor as its worker recorded it (times to the second, as the log stamps them)."""
+
+    worker: str
+    app: str
+    executor_id: str
+    cores: int
+    launched: datetime
+    finished: datetime | None
+
+
+LOG_TIME = "%y/%m/%d %H:%M:%S"  # the daemons' log4j stamp, in this machine's time zone
+LAUNCHED = re.compile(r"^(\S+ \S+) INFO Worker: Asked to launch executor (\S+)/(\d+) ")
+CORES = re.compile(r'"--executor-id" "(\d+)".*"--cores" "(\d+)" "--app-id" "([^"]+)"')
+FINISHED = re.compile(r"^(\S+ \S+) INFO Worker: Executor (\S+)/(\d+) finished with state")
+
+
+def executors(log: Path) -> list[Executor]:
+    """The executors one worker's log (`worker-N.log` of the cluster's logs) records, in launch
+    order: when each was launched and finished (None: still running), with its cores.
+    """
+    launched: dict[tuple[str, str], datetime] = {}
+    cores: dict[tuple[str, str], int] = {}
+    finished: dict[tuple[str, str], datetime] = {}
+    for line in log.read_text(errors="replace").splitlines():
+        if m := LAUNCHED.match(line):
+            launched[m[2], m[3]] = _stamp(m[1])
+        elif m := CORES.search(line):
+            cores[m[3], m[1]] = int(m[2])
+        elif m := FINISHED.match(line):
+            finished.setdefault((m[2], m[3]), _stamp(m[1]))
+    return [
+        Executor(log.stem, app, executor, cores.get((app, executor), 0), at, finished.get((app, executor)))
+        for (app, executor), at in launched.items()
+    ]
+
+
+def _stamp(text: str) -> datetime:
+    return datetime.strptime(text, LOG_TIME).astimezone(UTC)  # naive: this machine's local time
 
 
 def environment() -> dict[str, str]:

@@ -213,6 +213,7 @@ def test_capacity_draws_grants_naming_no_cores_at_the_connections_default(
     client: TestClient, manager: SimpleAuthManager, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps({"conn_type": "spark", "extra": {"cores": 3}}))
+    monkeypatch.setenv("AIRFLOW__IQP__BILLING_UNIT_SECONDS", "120")
     response = client.get("/api/v1/capacity?hours=2", headers=token(manager, "viewer"))
     assert response.status_code == 200
     view = CapacityView.model_validate(response.json())
@@ -226,6 +227,7 @@ def test_capacity_draws_grants_naming_no_cores_at_the_connections_default(
     closed_at = view.since + timedelta(seconds=view.planned[-1].at_s)
     assert (abs((closed_at - seeded.now).total_seconds() + 50) < 0.01, view.planned[-1].cores) == (True, 2)
     assert view.billed_core_s is not None
+    assert (view.btu_s, view.btu_source) == (120, "[iqp] billing_unit_seconds")
     assert view.billed_core_s % view.btu_s == 0
 
 
