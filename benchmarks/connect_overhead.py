@@ -1,7 +1,9 @@
 """Per-batch overhead of the two execution paths, side by side in one run: spark-submit vs Spark Connect.
 
 Run: uv run python benchmarks/connect_overhead.py [--query q6] [--repeat 5] [--data data/s001]
+     uv run python benchmarks/connect_overhead.py --cpu [--query q14] [--files 8] [--repeat 3]
 Target (issue 11): on Connect, under 2 s from a batch's release to its Spark work starting.
+Target of `--cpu` (issue 21): at most 0.3 CPU-s of the server's per extra job.
 
 Each repetition runs the same one-file partial (the smallest batch a plan may cut) once per
 path, the paths interleaved so that load on the machine falls on both alike, each as the task
@@ -15,6 +17,14 @@ that, trigger, scheduler and grant, is the same on both paths and not measured):
 "Work start" is when the session has answered and the job's first Spark call is made; the
 one-file partial's cost is from the launch to the end of the process, as the task waits for it.
 The Connect server is started once, before the runs (its start-up is printed, not counted).
+
+`--cpu` measures CPU-seconds instead, on Connect only: what a job costs the server (its JVM's
+utime + stime from /proc, read before the job's process starts and after it exits and the
+server has settled) and its task-like process (from the session's opening to its release, and
+the whole process with its imports). Each round runs one partial over `--files` files and, as
+a dynamic plan would cut the same files, one one-file partial per file; the server's CPU per
+extra job is (the one-file partials' sum - the one partial) / (files - 1): the data is the
+same, so what is left is what each job pays whatever its size.
 """
 
 from __future__ import annotations
@@ -22,16 +32,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 PATHS = ("spark_submit", "spark_connect")
 TARGET_S = 2.0
+TARGET_EXTRA_JOB_CPU_S = 0.3
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+SETTLE_S = 1.0  # after a job's process exits: the server finishes releasing its session
 
 
 def child(argv: list[str]) -> None:
@@ -42,6 +57,9 @@ def child(argv: list[str]) -> None:
     from airflow_iqp.spark.jobs.spec import PartialSpec
 
     mode, spec = argv[0], PartialSpec.model_validate_json(Path(argv[1]).read_text())
+    if mode == "connect-cpu":
+        print(json.dumps(connect_job_cpu(spec, argv[2])), flush=True)
+        return
     begin = time.time()
     if mode == "submit":
         from pyspark.sql import SparkSession
@@ -61,6 +79,133 @@ def child(argv: list[str]) -> None:
             done = time.time()
     closed = time.time()
     print(json.dumps({"begin": begin, "ready": ready, "done": done, "closed": closed}), flush=True)
+
+
+def own_cpu() -> float:
+    """This process's CPU-seconds so far, all its threads."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def connect_job_cpu(spec: object, url: str) -> dict[str, float]:
+    """One partial in a Connect session of its own, as the task runs it after `load_client`:
+    this process's CPU-seconds from opening the session to releasing it, and the job's seconds.
+    """
+    from airflow_iqp.spark.connect import ConnectJob, load_client
+    from airflow_iqp.spark.jobs.spec import PartialSpec
+
+    assert isinstance(spec, PartialSpec)
+    load_client()
+    cpu, opening = own_cpu(), time.perf_counter()
+    with ConnectJob(url, "iqp-overhead") as job:
+        began = time.perf_counter()
+        job.run(spec, before_commit=lambda: None)
+        seconds = time.perf_counter() - began
+    return {"client_job_cpu": own_cpu() - cpu, "seconds": seconds, "wall": time.perf_counter() - opening}
+
+
+def server_cpu(pid: int) -> float:
+    """CPU-seconds of the server's JVM so far (utime + stime)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def children_cpu() -> float:
+    """CPU-seconds of the child processes this one has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure_job(spec_file: Path, url: str, server_pid: int, env: dict[str, str]) -> dict[str, float]:
+    """One partial in a fresh task-like process: the server's CPU-seconds over it (to its settling
+    after the process exits), the process's own (all of it, and from session to release).
+    """
+    command = [sys.executable, str(Path(__file__).resolve()), "--child", "connect-cpu", str(spec_file), url]
+    server, client, launched = server_cpu(server_pid), children_cpu(), time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"job failed ({done.returncode}):\n{done.stderr[-3000:]}")
+    client_process = children_cpu() - client
+    time.sleep(SETTLE_S)
+    stamps = json.loads(done.stdout.strip().splitlines()[-1])
+    return {
+        "server": server_cpu(server_pid) - server,
+        "client_process": client_process,
+        "elapsed": time.perf_counter() - launched,
+        **stamps,
+    }
+
+
+def idle_rate(server_pid: int, seconds: float = 10.0) -> float:
+    """The idle server's CPU-seconds per second (heartbeats, GC, its maintenance thread)."""
+    before = server_cpu(server_pid)
+    time.sleep(seconds)
+    return (server_cpu(server_pid) - before) / seconds
+
+
+def cpu_main(args: argparse.Namespace, source: Any, env: dict[str, str]) -> int:
+    """`--cpu`: the server's and the task's CPU-seconds per job, and per extra job."""
+    from airflow_iqp.spark.connect_server import running
+
+    files = args.files
+    rows = source.data.rows(source.query.streams, range(files))
+    rounds: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="iqp-overhead-cpu-") as work_dir:
+        work = Path(work_dir)
+
+        def spec(units: range, name: str) -> Path:
+            path = work / f"{name}.spec.json"
+            path.write_text(source.partial_spec(units, work / "out" / name).to_json())
+            return path
+
+        whole = spec(range(files), "whole")
+        singles = [spec(range(i, i + 1), f"single-{i:04d}") for i in range(files)]
+        with running(work / "server") as server:
+            url, pid = server.url_with_token, server.pid
+            for warm in (whole, singles[0]):  # the query's first jobs on the server: JIT, code generation
+                measure_job(warm, url, pid, env)
+            idle = idle_rate(pid)
+            for i in range(args.repeat):
+                one = [measure_job(s, url, pid, env) for s in singles] if i % 2 else []
+                big = measure_job(whole, url, pid, env)
+                one = one or [measure_job(s, url, pid, env) for s in singles]
+                rounds.append({"whole": big, "singles": one})
+                print(f"round {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
+    load = os.getloadavg()[0]
+
+    def net(job: dict[str, float]) -> float:
+        return job["server"] - idle * job["elapsed"]
+
+    singles_all = [j for r in rounds for j in r["singles"]]
+    wholes = [r["whole"] for r in rounds]
+    extra = [(sum(net(j) for j in r["singles"]) - net(r["whole"])) / (files - 1) for r in rounds]
+    print(
+        f"\nPer-job CPU on Spark Connect: {args.query} partials, {files} files ({rows} rows) as one job and as "
+        f"{files} one-file jobs, {args.repeat} rounds; median (min-max); {os.cpu_count()} cores, load average "
+        f"{load:.1f}; idle server {idle:.3f} CPU-s/s (subtracted from the server's columns)\n"
+    )
+    print(f"| {'per job':<42} | {'one file':<20} | {f'{files} files':<20} |")
+    print(f"|{'-' * 44}|{'-' * 22}|{'-' * 22}|")
+    for label, value in (
+        ("server CPU-s", net),
+        ("task process CPU-s, session to release", lambda j: j["client_job_cpu"]),
+        ("task process CPU-s, whole process", lambda j: j["client_process"]),
+        ("job seconds (the recorded cost)", lambda j: j["seconds"]),
+    ):
+        cells = [summary([value(j) for j in jobs]) for jobs in (singles_all, wholes)]
+        print(f"| {label:<42} | {cells[0]:<20} | {cells[1]:<20} |")
+    sums = [sum(net(j) for j in r["singles"]) for r in rounds]
+    print(
+        f"\nserver CPU-s: {files} one-file jobs {summary(sums)}, one {files}-file job "
+        f"{summary([net(j) for j in wholes])}; "
+        f"per extra job {summary(extra)}"
+    )
+    verdict = "meets" if statistics.median(extra) <= TARGET_EXTRA_JOB_CPU_S else "MISSES"
+    print(
+        f"per extra job the server pays {statistics.median(extra):.2f} CPU-s: {verdict} the "
+        f"{TARGET_EXTRA_JOB_CPU_S:g} CPU-s target"
+    )
+    return 0
 
 
 def run_once(path: str, spec_file: Path, url: str, env: dict[str, str]) -> dict[str, float]:
@@ -98,6 +243,8 @@ def main() -> int:
     parser.add_argument("--query", default="q6", help="a packaged query (default q6)")
     parser.add_argument("--repeat", type=int, default=5, help="runs per path (default 5)")
     parser.add_argument("--data", type=Path, default=Path("data/s001"), help="generated TPC-H (made if missing)")
+    parser.add_argument("--cpu", action="store_true", help="CPU-seconds per job on Connect (server and task)")
+    parser.add_argument("--files", type=int, default=8, help="with --cpu: files per round (default 8)")
     args = parser.parse_args()
 
     from airflow_iqp.costfit.batches import Dataset, TpchSource
@@ -117,6 +264,8 @@ def main() -> int:
         **driver_address("local[2]").env,
         "PYTHONPATH": os.pathsep.join([str(REPO), *python_path()]),
     }
+    if args.cpu:
+        return cpu_main(args, source, env)
     rows = source.data.rows(source.query.streams, range(0, 1))
     with tempfile.TemporaryDirectory(prefix="iqp-overhead-") as work_dir:
         work = Path(work_dir)
