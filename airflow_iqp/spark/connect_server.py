@@ -257,7 +257,11 @@ def start(
             raise ConnectServerError(f"the Spark Connect server did not answer within {timeout:g} s; see {server.log}")
         time.sleep(0.25)
     if warm:
-        warm_up(server)
+        try:
+            warm_up(server)
+        except BaseException:  # a server whose warm-up failed is not left running, unrecorded
+            stop(state_dir, grace=10)
+            raise
     return server
 
 

@@ -11,14 +11,17 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_iqp.cli import main
+from airflow_iqp.spark import connect_server
 from airflow_iqp.spark.connect import ConnectJob, ConnectServerDown, session_url
 from airflow_iqp.spark.connect_server import (
     DETACHED_TIMEOUT,
     SERVER_CLASS,
     ConnectServer,
+    ConnectServerError,
     command,
     environment,
     free_port,
+    port_answers,
     status,
 )
 
@@ -127,6 +130,21 @@ def test_start_status_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
         assert main(["connect-server", "stop", "--state-dir", state]) == 0
     assert status(tmp_path / "state") is None
     assert main(["connect-server", "status", "--state-dir", state]) == 1
+
+
+def test_a_server_whose_warm_up_fails_is_not_left_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real server, its warm-up made to fail (a client that cannot reach it, a full disk):
+    `start` raises and the JVM it started is gone, not left running unrecorded."""
+
+    def failing(server: ConnectServer) -> float:
+        raise ConnectServerError(f"warm-up failed on port {server.port}")
+
+    monkeypatch.setattr(connect_server, "warm_up", failing)
+    state, port = tmp_path / "state", free_port()
+    with pytest.raises(ConnectServerError, match="warm-up failed"):
+        connect_server.start(state, port=port, driver_memory="1g")
+    assert status(state) is None
+    assert not port_answers(port)
 
 
 def test_a_server_on_a_cluster_scales_its_one_core_executors_between_the_plans_bounds() -> None:
