@@ -17,7 +17,6 @@ import argparse
 import json
 from pathlib import Path
 
-from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings
 from airflow_iqp.spark.connect_server import (
     DEFAULT_MASTER,
     DEFAULT_PORT,
@@ -70,11 +69,6 @@ def _bounds(value: str) -> tuple[int, int]:
         raise argparse.ArgumentTypeError(f"expected MIN,MAX (two whole numbers), got {value!r}") from None
 
 
-def _billing_unit(args: argparse.Namespace) -> float:
-    """`[iqp] billing_unit_seconds`, read only for an elastic server (`--cores`)."""
-    return DispatchSettings.load().billing_unit_seconds if args.cores else DEFAULT_BILLING_UNIT
-
-
 def _start(args: argparse.Namespace) -> int:
     if args.no_token and args.token:
         raise ValueError("--token and --no-token exclude each other")
@@ -86,7 +80,6 @@ def _start(args: argparse.Namespace) -> int:
             driver_memory=args.driver_memory,
             token=args.token,
             cores=args.cores,
-            billing_unit=_billing_unit(args),
         )
     state_dir = args.state_dir or default_state_dir()
     server = start(
@@ -98,7 +91,6 @@ def _start(args: argparse.Namespace) -> int:
         bind=args.bind,
         driver_memory=args.driver_memory,
         cores=args.cores,
-        billing_unit=_billing_unit(args),
     )
     print(f"Spark Connect server running: pid {server.pid}, {server.url}, master {server.master}, log {server.log}")
     print(f"AIRFLOW_CONN_IQP_SPARK='{json.dumps(server.connection())}'")

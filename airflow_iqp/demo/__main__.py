@@ -294,7 +294,6 @@ def spark_connection(path: ExecutionPath, started: float, source: Path, queries:
     if path is ExecutionPath.SPARK_SUBMIT:
         log(f"jobs run with spark-submit on {master} (IQP_DEMO_PATH=spark_submit)", started)
         return {"conn_type": "spark", "host": master}
-    from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings
     from airflow_iqp.spark.connect_server import ConnectServerError, free_port, start
 
     stop_connect_server()  # one an interrupted demo left behind
@@ -302,8 +301,7 @@ def spark_connection(path: ExecutionPath, started: float, source: Path, queries:
     least, _, most = os.environ.get("IQP_DEMO_CORES", "").partition(",")
     cores = (int(least), int(most)) if most else None
     try:
-        unit = DispatchSettings.load().billing_unit_seconds if cores else DEFAULT_BILLING_UNIT
-        server = start(CONNECT_STATE, port=free_port(), master=master, cores=cores, billing_unit=unit)
+        server = start(CONNECT_STATE, port=free_port(), master=master, cores=cores)
     except ConnectServerError as err:
         raise RuntimeError(str(err)) from None
     log(f"Spark Connect server up in {time.monotonic() - t:.1f}s at {server.url} (log {server.log})", started)

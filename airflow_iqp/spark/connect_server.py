@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import IqpError
 from airflow_iqp.processes import stop_group
-from airflow_iqp.settings import DEFAULT_BILLING_UNIT, LOCAL_MASTER, airflow_home, driver_address
+from airflow_iqp.settings import LOCAL_MASTER, DispatchSettings, airflow_home, driver_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -115,7 +115,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def elastic_cores(master: str, least: int, most: int, billing_unit: float = DEFAULT_BILLING_UNIT) -> dict[str, str]:
+def elastic_cores(master: str, least: int, most: int, billing_unit: float) -> dict[str, str]:
     """The server's cores scaling with its jobs between `least` and `most` (the capacity plan's
     open-phase cores and its peak, `iqp check --capacity`): Spark's dynamic allocation of
     one-core executors, tracking shuffle files so no external shuffle service is needed. An
@@ -146,11 +146,16 @@ def command(
     bind: str,
     driver_memory: str,
     cores: tuple[int, int] | None = None,
-    billing_unit: float = DEFAULT_BILLING_UNIT,
+    billing_unit: float | None = None,
 ) -> list[str]:
     """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it; with
-    `cores` (least, most), its executors scale between them (`elastic_cores`).
+    `cores` (least, most), its executors scale between them (`elastic_cores`), released after
+    `billing_unit` seconds idle (None: `[iqp] billing_unit_seconds`).
     """
+    elastic = {}
+    if cores is not None:
+        unit = billing_unit if billing_unit is not None else DispatchSettings.load().billing_unit_seconds
+        elastic = elastic_cores(master, *cores, unit)
     confs = {
         "spark.connect.grpc.binding.address": bind,
         "spark.connect.grpc.binding.port": str(port),
@@ -160,7 +165,7 @@ def command(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         **driver_address(master).conf,
-        **(elastic_cores(master, *cores, billing_unit) if cores is not None else {}),
+        **elastic,
     }
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
     args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
@@ -218,7 +223,6 @@ def start(
     timeout: float = 180.0,
     warm: bool = True,
     cores: tuple[int, int] | None = None,
-    billing_unit: float = DEFAULT_BILLING_UNIT,
 ) -> ConnectServer:
     """Start the server in the background and return once its port answers and a warm-up job
     has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up
@@ -239,7 +243,7 @@ def start(
     _write_token(state_dir / TOKEN_FILE, token)
     with (state_dir / LOG_FILE).open("wb") as log:
         process = subprocess.Popen(
-            command(port, master, bind, driver_memory, cores, billing_unit),
+            command(port, master, bind, driver_memory, cores),
             env=environment(token, master),
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -273,10 +277,9 @@ def run_foreground(
     driver_memory: str,
     token: str | None,
     cores: tuple[int, int] | None = None,
-    billing_unit: float = DEFAULT_BILLING_UNIT,
 ) -> None:
     """Replace this process with the server (a container's main process)."""
-    args = command(port, master, bind, driver_memory, cores, billing_unit)
+    args = command(port, master, bind, driver_memory, cores)
     os.execve(args[0], args, environment(token, master))
 
 
