@@ -154,13 +154,25 @@ def test_three_queries_on_two_celery_workers_and_two_schedulers(
         BatchReason.SLOW_INPUT,
     }
 
-    # Which worker ran each job: every grant was taken by a task attempt that ran on one of the two.
+    # Which worker ran each job: every grant was taken by a task attempt that ran on one of the two,
+    # except a follow-up's. A window's merge is queued by its last batch before Celery has started
+    # the merge task, and waits no resume (`dispatch.register`): granted before its task runs and
+    # not taken within a lease, the resource goes back and the merge task queues again, as a later
+    # request of the same window and kind that is taken. That grant ran no job.
     granted = grants(ledger)
+    lapsed = {
+        r.id
+        for r in granted
+        if r.taken_by is None
+        and r.resume_seconds == 0
+        and any(o.window_id == r.window_id and o.kind == r.kind and o.taken_by and o.id > r.id for o in granted)
+    }
     hosts = executed_by(topology)
-    ran_on = {r.id: hosts.get(r.taken_by or "", set()) for r in granted}
+    ran_on = {r.id: hosts.get(r.taken_by or "", set()) for r in granted if r.id not in lapsed}
     assert all(ran_on.values()), f"a job's task attempt ran on neither worker: {ran_on}"
     jobs = {
-        w.dag_id: Counter(h for r in granted if r.window_id == w.id for h in ran_on[r.id]) for w in windows.values()
+        w.dag_id: Counter(h for r in granted if r.window_id == w.id for h in ran_on.get(r.id, ()))
+        for w in windows.values()
     }
     # Celery hands each of a window's tasks (plan, batches, merge, ...; about six) to either
     # worker. On its two or three Spark jobs alone, all on one worker in every window would be
@@ -177,8 +189,10 @@ def test_three_queries_on_two_celery_workers_and_two_schedulers(
     assert len(held) == len(granted), "a granted request was never released"
     for (_, released), (next_granted, _) in zip(held, held[1:]):
         assert next_granted >= released, "two jobs held the one resource at once"
-    for window in windows.values():  # a lease for each batch and the merge, and each batch ran inside its own
-        leases = [lease for lease, r in zip(held, granted) if r.window_id == window.id]
+    for (
+        window
+    ) in windows.values():  # a lease for each batch and the merge (a lapsed one aside), each batch inside its own
+        leases = [lease for lease, r in zip(held, granted) if r.window_id == window.id and r.id not in lapsed]
         assert len(leases) == sum(b.status == BatchStatus.DONE for b in window.batches) + 1
         for b in window.batches:
             assert b.actual_start is not None
