@@ -1,6 +1,6 @@
 """`iqp connect-server start|stop|status`: the Spark Connect server IQP jobs run on.
 
-    iqp connect-server start [--port 15002] [--master local[2]] [--token T] [--state-dir D]
+    iqp connect-server start [--port 15002] [--master local[2]] [--cores MIN,MAX|plan] [--token T] [--state-dir D]
     iqp connect-server status [--state-dir D]
     iqp connect-server stop [--state-dir D]
 
@@ -17,10 +17,12 @@ import argparse
 import json
 from pathlib import Path
 
+from airflow_iqp.settings import PLAN
 from airflow_iqp.spark.connect_server import (
     DEFAULT_MASTER,
     DEFAULT_PORT,
     LOOPBACK,
+    Cores,
     default_state_dir,
     run_foreground,
     start,
@@ -45,10 +47,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument(
         "--cores",
         type=_bounds,
-        metavar="MIN,MAX",
+        metavar="MIN,MAX|plan",
         help="a cluster's executors scale with the jobs between MIN and MAX one-core executors (Spark dynamic "
         "allocation): the capacity plan's open-phase cores and its peak (`iqp check --capacity`); an executor "
-        "idle for [iqp] billing_unit_seconds is released",
+        "idle for [iqp] billing_unit_seconds is released. `plan`: the server's lease controller leases them as "
+        "the ledger's capacity plan needs, up to [iqp] max_cores, and releases each at the end of a paid "
+        "billing unit unless the plan needs it again",
     )
     up.add_argument("--foreground", action="store_true", help="run the server in this process (containers)")
     up.add_argument("--state-dir", **state)  # type: ignore[arg-type]  # argparse's kwargs are not typed per key
@@ -60,8 +64,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         sub.set_defaults(func=func)
 
 
-def _bounds(value: str) -> tuple[int, int]:
-    """`MIN,MAX` as two whole numbers."""
+def _bounds(value: str) -> Cores:
+    """`MIN,MAX` as two whole numbers, or `plan`."""
+    if value.strip().lower() == PLAN:
+        return PLAN
     least, _, most = value.partition(",")
     try:
         return int(least), int(most)

@@ -284,24 +284,29 @@ def check(result: subprocess.CompletedProcess[str], what: str) -> None:
         raise RuntimeError(f"{what} failed ({result.returncode}):\n{(result.stdout + result.stderr)[-3000:]}")
 
 
-def spark_connection(path: ExecutionPath, started: float, source: Path, queries: list[str]) -> dict[str, object]:
+def spark_connection(
+    path: ExecutionPath, started: float, source: Path, queries: list[str], ledger: str
+) -> dict[str, object]:
     """The `iqp_spark` connection of the demo: a Spark Connect server of its own on a free port
     (started here and warmed up with the `queries`' own jobs over the stream at `source`:
     `demo.warm`), or spark-submit on local[2]. benchmarks/capacity_live.py points either at a
-    standalone master (IQP_DEMO_MASTER) and scales the server's executors (IQP_DEMO_CORES=MIN,MAX).
+    standalone master (IQP_DEMO_MASTER) and scales the server's executors (IQP_DEMO_CORES=MIN,MAX)
+    or leases them as the capacity plan says (IQP_DEMO_CORES=plan).
     """
     master = os.environ.get("IQP_DEMO_MASTER", "local[2]")
     if path is ExecutionPath.SPARK_SUBMIT:
         log(f"jobs run with spark-submit on {master} (IQP_DEMO_PATH=spark_submit)", started)
         return {"conn_type": "spark", "host": master}
-    from airflow_iqp.spark.connect_server import ConnectServerError, free_port, start
+    from airflow_iqp.settings import PLAN
+    from airflow_iqp.spark.connect_server import ConnectServerError, Cores, free_port, start
 
     stop_connect_server()  # one an interrupted demo left behind
     t = time.monotonic()
-    least, _, most = os.environ.get("IQP_DEMO_CORES", "").partition(",")
-    cores = (int(least), int(most)) if most else None
+    asked = os.environ.get("IQP_DEMO_CORES", "")
+    least, _, most = asked.partition(",")
+    cores: Cores = PLAN if asked == PLAN else (int(least), int(most)) if most else None
     try:
-        server = start(CONNECT_STATE, port=free_port(), master=master, cores=cores)
+        server = start(CONNECT_STATE, port=free_port(), master=master, cores=cores, ledger=ledger)
     except ConnectServerError as err:
         raise RuntimeError(str(err)) from None
     log(f"Spark Connect server up in {time.monotonic() - t:.1f}s at {server.url} (log {server.log})", started)
@@ -439,7 +444,7 @@ def main() -> int:
     standalone = replay = None
     failed = True
     try:
-        spark_conn = spark_connection(path, started, source, [e.query for e in loaded])
+        spark_conn = spark_connection(path, started, source, [e.query for e in loaded], ledger_url)
         window_start = next_window_start(datetime.now(UTC) + STARTUP, window)
         airflow = DemoAirflow(
             home=home,

@@ -5,15 +5,20 @@ started minute or hour), so releasing it before its unit ends saves nothing: Hoc
 al.'s BTU-based provisioning keeps a core it no longer needs until the end of its paid unit
 and releases it then unless the plan needs it again, while a threshold controller releases as
 soon as it is idle and pays the started unit all the same. `LeasePool` does both
-(`need` and `release_now`) and bills started units x cores.
+(`need` and `release_now`) and bills started units x cores; `enact` applies the same rule to
+a cluster's running executors (the Connect server's lease controller, `spark.lease_driver`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_iqp.validation import number, whole_number
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 @dataclass
@@ -90,3 +95,32 @@ class LeasePool:
             held += change
             most = max(most, held)
         return most
+
+
+@dataclass(frozen=True)
+class Enactment:
+    """What a controller holding executors does now: ask the cluster for `total` of them, and
+    release those in `release` (their paid unit is about to end and the plan needs them no more).
+    """
+
+    total: int
+    release: tuple[str, ...]
+
+
+def enact(started: Mapping[str, float], need: int, now: float, btu: float, notice: float) -> Enactment:
+    """The BTU rule of `LeasePool.need` applied to running executors (`started`: each one's
+    registration time): the shortfall is asked for at once; a surplus executor is kept to the
+    end of its paid unit and released within `notice` seconds of it (a kill takes a moment,
+    and the provider's clock starts before the executor registers), those whose unit ends
+    first going first; one the plan needs again before then is kept.
+    """
+    whole_number(need, "need", minimum=0)
+    number(notice, "notice", minimum=0)
+    pool = LeasePool(btu)
+    ids = sorted(started, key=lambda executor: started[executor])
+    pool.leases = [Lease(started[executor]) for executor in ids]
+    pool.need(now, need)
+    release = tuple(
+        executor for executor, lease in zip(ids, pool.leases) if lease.end is not None and lease.end - now <= notice
+    )
+    return Enactment(total=max(need, len(ids) - len(release)), release=release)

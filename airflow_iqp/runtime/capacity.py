@@ -12,6 +12,9 @@ carry no spread here, so the plan is the means' (`iqp check --capacity` draws th
 residuals). A number instead of `plan` gives every job that many, the fixed provisioning
 the plan is compared with; unset, the Spark connection's default applies.
 
+`needed` is the same plan for a controller that leases the cores (`spark.lease_driver`, the
+Connect server's executors): none while no window is open or due.
+
 What each grant gave is on its request (`dispatch_requests.cores`); `granted` reads it back as
 the cores held over time, for the UI and the live benchmark.
 """
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
@@ -68,6 +72,39 @@ def closed(session: Session, now: datetime) -> bool:
         select(Window.id).where(Window.window_end <= now, Window.status.in_(unfinished)).limit(1)
     ).first()
     return found is not None
+
+
+def opened(session: Session, at: datetime) -> bool:
+    """Some window is open at `at` and not yet merged (or failed): its early work may run."""
+    unfinished = (WindowStatus.PLANNED.value, WindowStatus.RUNNING.value)
+    found = session.scalars(
+        select(Window.id)
+        .where(Window.window_start <= at, Window.window_end > at, Window.status.in_(unfinished))
+        .limit(1)
+    ).first()
+    return found is not None
+
+
+def needed(session: Session, settings: DispatchSettings, now: datetime, lead: float) -> int:
+    """The cores the plan needs from `now` to `lead` seconds on, for a controller that leases
+    them (an executor takes seconds to start, so a phase is met `lead` early): the closed
+    phase's while a window's final work is due, the open phase's while a window is open, none
+    while no window is either; never fewer than the granted jobs hold, at most `max_cores`
+    (all of them where no count meets every deadline).
+    """
+    cores = sum(g.cores or settings.max_cores for g in granted(session, now, now) if g.end is None)
+    current = plan(session, settings)
+    if current is None:
+        return min(cores, settings.max_cores)
+    for at in (now, now + timedelta(seconds=lead)):
+        if closed(session, at):
+            phase = current.closed
+        elif opened(session, at):
+            phase = current.open
+        else:
+            continue
+        cores = max(cores, settings.max_cores if phase.cores is None else phase.cores)
+    return min(cores, settings.max_cores)
 
 
 def grant_cores(session: Session, settings: DispatchSettings, now: datetime) -> int | None:

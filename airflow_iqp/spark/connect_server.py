@@ -27,16 +27,19 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from airflow_iqp.exceptions import IqpError
+from airflow_iqp.ledger.engine import ledger_url
 from airflow_iqp.processes import stop_group
-from airflow_iqp.settings import LOCAL_MASTER, DispatchSettings, airflow_home, driver_address
+from airflow_iqp.settings import LEDGER_CONN_ENV, LOCAL_MASTER, PLAN, DispatchSettings, airflow_home, driver_address
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+SERVER_PLUGIN = "org.apache.spark.sql.connect.SparkConnectPlugin"
+LEASE_DRIVER = Path(__file__).with_name("lease_driver.py")  # the server with the plan's lease controller
 DEFAULT_PORT = 15002
 DEFAULT_MASTER = "local[2]"
 LOOPBACK = "127.0.0.1"
@@ -45,6 +48,8 @@ DETACHED_TIMEOUT = "30s"
 MAINTENANCE_INTERVAL = "5s"
 STATE_FILE, TOKEN_FILE, LOG_FILE = "server.json", "token", "server.log"
 WARM_UP_ROWS = 10_000
+
+Cores = tuple[int, int] | Literal["plan"] | None  # scaled between bounds, leased as planned, or all the master gives
 
 
 class ConnectServerError(IqpError):
@@ -92,7 +97,7 @@ class ConnectServer:
             cmdline = Path(f"/proc/{self.pid}/cmdline").read_bytes()
         except OSError:
             return False
-        return SERVER_CLASS.encode() in cmdline
+        return SERVER_CLASS.encode() in cmdline or str(LEASE_DRIVER).encode() in cmdline
 
     def answers(self) -> bool:
         """Whether the server's port accepts connections."""
@@ -140,20 +145,39 @@ def elastic_cores(master: str, least: int, most: int, billing_unit: float) -> di
     }
 
 
+def planned_cores(master: str) -> dict[str, str]:
+    """The server's one-core executors leased by its driver's controller as the capacity plan in
+    the ledger says (`spark.lease_driver`), up to `[iqp] max_cores`, each released at the end of
+    a paid `[iqp] billing_unit_seconds` unless the plan needs it again. A local master has no
+    executors to lease, so it is refused.
+    """
+    if LOCAL_MASTER.fullmatch(master.strip()):
+        raise ValueError(f"--cores plan leases a cluster's executors; master {master!r} runs in one JVM")
+    return {
+        "spark.plugins": SERVER_PLUGIN,
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.executor.cores": "1",
+        "spark.cores.max": str(DispatchSettings.load().max_cores),
+    }
+
+
 def command(
     port: int,
     master: str,
     bind: str,
     driver_memory: str,
-    cores: tuple[int, int] | None = None,
+    cores: Cores = None,
     billing_unit: float | None = None,
 ) -> list[str]:
     """spark-submit of the server class, as `sbin/start-connect-server.sh` would run it; with
     `cores` (least, most), its executors scale between them (`elastic_cores`), released after
-    `billing_unit` seconds idle (None: `[iqp] billing_unit_seconds`).
+    `billing_unit` seconds idle (None: `[iqp] billing_unit_seconds`); with `cores="plan"`, the
+    server runs in `lease_driver.py`, whose controller leases them as the plan says (`planned_cores`).
     """
     elastic = {}
-    if cores is not None:
+    if cores == PLAN:
+        elastic = planned_cores(master)
+    elif isinstance(cores, tuple):
         unit = billing_unit if billing_unit is not None else DispatchSettings.load().billing_unit_seconds
         elastic = elastic_cores(master, *cores, unit)
     confs = {
@@ -168,14 +192,14 @@ def command(
         **elastic,
     }
     spark_submit = str(Path(sys.executable).with_name("spark-submit"))
-    args = [spark_submit, "--class", SERVER_CLASS, "--name", "iqp-connect-server", "--master", master]
-    args += ["--driver-memory", driver_memory]
+    args = [spark_submit, *([] if cores == PLAN else ["--class", SERVER_CLASS])]
+    args += ["--name", "iqp-connect-server", "--master", master, "--driver-memory", driver_memory]
     for key, value in confs.items():
         args += ["--conf", f"{key}={value}"]
-    return args
+    return args + ([str(LEASE_DRIVER)] if cores == PLAN else [])
 
 
-def environment(token: str | None, master: str) -> dict[str, str]:
+def environment(token: str | None, master: str, ledger: str | None = None) -> dict[str, str]:
     """The server's environment: classic spark-submit (not Connect mode), this interpreter (which
     finds the wheel's SPARK_HOME and would run Python workers), the token, and the driver's
     address: loopback for a local master; for a cluster, whatever this environment says
@@ -191,6 +215,8 @@ def environment(token: str | None, master: str) -> dict[str, str]:
     env.pop("SPARK_CONNECT_AUTHENTICATE_TOKEN", None)
     if token:
         env["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token
+    if ledger:  # where the lease controller reads the plan (`--cores plan`)
+        env[LEDGER_CONN_ENV] = ledger
     return env
 
 
@@ -222,13 +248,16 @@ def start(
     driver_memory: str = "2g",
     timeout: float = 180.0,
     warm: bool = True,
-    cores: tuple[int, int] | None = None,
+    cores: Cores = None,
+    ledger: str | None = None,
 ) -> ConnectServer:
     """Start the server in the background and return once its port answers and a warm-up job
     has run on it (`warm_up`), so that the first real job does not pay the JVM's warm-up
     (`warm=False` skips it: benchmarks/connect_warm_up.py measures a cold server).
 
     Without `token` one is generated (unless `authenticate` is off: a trusted network only).
+    With `cores="plan"` the lease controller reads the plan from `ledger` (None: where the
+    tasks find it, `ledger_url`).
     """
     running = status(state_dir)
     if running is not None:
@@ -244,7 +273,7 @@ def start(
     with (state_dir / LOG_FILE).open("wb") as log:
         process = subprocess.Popen(
             command(port, master, bind, driver_memory, cores),
-            env=environment(token, master),
+            env=environment(token, master, ledger_url(ledger) if cores == PLAN else None),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -276,11 +305,12 @@ def run_foreground(
     bind: str,
     driver_memory: str,
     token: str | None,
-    cores: tuple[int, int] | None = None,
+    cores: Cores = None,
+    ledger: str | None = None,
 ) -> None:
     """Replace this process with the server (a container's main process)."""
     args = command(port, master, bind, driver_memory, cores)
-    os.execve(args[0], args, environment(token, master))
+    os.execve(args[0], args, environment(token, master, ledger_url(ledger) if cores == PLAN else None))
 
 
 def stop(state_dir: Path, grace: float = 30.0) -> ConnectServer | None:

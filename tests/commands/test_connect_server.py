@@ -15,7 +15,9 @@ from airflow_iqp.spark import connect_server
 from airflow_iqp.spark.connect import ConnectJob, ConnectServerDown, session_url
 from airflow_iqp.spark.connect_server import (
     DETACHED_TIMEOUT,
+    LEASE_DRIVER,
     SERVER_CLASS,
+    SERVER_PLUGIN,
     ConnectServer,
     ConnectServerError,
     command,
@@ -164,3 +166,21 @@ def test_a_server_on_a_cluster_scales_its_one_core_executors_between_the_plans_b
         command(15002, "local[2]", "127.0.0.1", "2g", cores=(1, 2))
     with pytest.raises(ValueError, match="0 <= MIN <= MAX"):
         command(15002, "spark://master:7077", "127.0.0.1", "2g", cores=(3, 2))
+
+
+def test_a_server_whose_executors_follow_the_plan_runs_in_the_lease_driver_with_spark_allocation_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AIRFLOW__IQP__MAX_CORES", "3")
+    args = command(15002, "spark://master:7077", "127.0.0.1", "2g", cores="plan")
+    confs = dict(args[i + 1].split("=", 1) for i, arg in enumerate(args) if arg == "--conf")
+    assert args[-1] == str(LEASE_DRIVER), "the Python application whose context starts the server"
+    assert SERVER_CLASS not in args
+    assert confs["spark.plugins"] == SERVER_PLUGIN
+    assert confs["spark.dynamicAllocation.enabled"] == "false", "the controller, not Spark, leases executors"
+    assert confs["spark.cores.max"] == "3", "[iqp] max_cores"
+    assert environment(None, "spark://master:7077", "sqlite:////ledger.db")["AIRFLOW_CONN_IQP_DEFAULT"] == (
+        "sqlite:////ledger.db"
+    ), "the controller reads the plan from the ledger it is given"
+    with pytest.raises(ValueError, match="runs in one JVM"):
+        command(15002, "local[2]", "127.0.0.1", "2g", cores="plan")

@@ -1,4 +1,5 @@
-"""The lease pool: started units are billed, the BTU-aware release never bills more than releasing at once."""
+"""The lease pool: started units are billed, the BTU-aware release never bills more than releasing at once;
+`enact` applies the same rule to running executors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_iqp.planning.elastic import LeasePool
+from airflow_iqp.planning.elastic import LeasePool, enact
 
 BTU = 60.0
 
@@ -72,3 +73,40 @@ def test_btu_aware_release_holds_what_is_needed_and_bills_no_more_than_releasing
         assert ((lease.end - lease.start) / btu).is_integer()
     assert aware.billed() <= eager.billed()
     assert aware.billed() >= btu * max(cores for _, cores in steps)
+
+
+def test_a_surplus_executor_is_released_only_as_its_paid_unit_ends_and_first_the_one_ending_first() -> None:
+    started = {"0": 0.0, "1": 30.0}
+    assert enact(started, 2, 40.0, BTU, 10.0).release == (), "both needed"
+    kept = enact(started, 1, 40.0, BTU, 10.0)
+    assert kept.release == (), "executor 0's unit ends at 60 s: 20 s away, more than the notice"
+    assert kept.total == 2, "the cluster is not asked for fewer than run until one is released"
+    ending = enact(started, 1, 51.0, BTU, 10.0)
+    assert ending.release == ("0",), "0's unit ends first (60 s against 90 s)"
+    assert ending.total == 1
+    assert enact(started, 0, 85.0, BTU, 10.0).release == ("1",), "0 is in its second unit, ending at 120 s"
+
+
+def test_a_shortfall_is_asked_for_at_once_and_an_idle_cluster_goes_to_none() -> None:
+    assert enact({}, 2, 0.0, BTU, 10.0) == enact({"0": 0.0}, 2, 1.0, BTU, 10.0)
+    assert enact({"0": 0.0}, 2, 1.0, BTU, 10.0).total == 2
+    assert enact({"0": 0.0, "1": 0.0}, 0, 55.0, BTU, 10.0).release == ("0", "1")
+    assert enact({"0": 0.0, "1": 0.0}, 0, 55.0, BTU, 10.0).total == 0
+    with pytest.raises(ValueError, match="need must be >= 0"):
+        enact({}, -1, 0.0, BTU, 10.0)
+
+
+@given(st.lists(st.floats(0, 500), max_size=6), st.integers(0, 6), st.floats(0, 1000), st.sampled_from([10.0, 60.0]))
+def test_enact_keeps_what_the_plan_needs_and_releases_only_near_a_units_end(
+    starts: list[float], need: int, later: float, btu: float
+) -> None:
+    started = {str(i): start for i, start in enumerate(starts)}
+    now = max(starts, default=0.0) + later
+    notice = btu / 4
+    action = enact(started, need, now, btu, notice)
+    assert action.total >= need
+    assert len(started) - len(action.release) >= min(need, len(started)), "never below the plan"
+    assert action.total == max(need, len(started) - len(action.release))
+    for executor in action.release:
+        into_unit = (now - started[executor]) % btu
+        assert into_unit >= btu - notice or into_unit == 0, "released only in the last notice of a unit"

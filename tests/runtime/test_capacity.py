@@ -142,3 +142,26 @@ def test_a_measured_speedup_with_no_gain_from_cores_plans_one_core_open_and_all_
         assert plan.closed.cores is None, "iqp_a's 20 s after its close is due in 30 s, behind a 10 s job"
         assert default.closed.cores is not None, "the default speedup believes cores help"
         assert capacity.grant_cores(s, measured, T0 + WINDOW) == 4, "none is enough: every core the cluster has"
+
+
+def test_a_lease_controller_needs_the_phases_cores_ahead_of_time_and_none_once_every_window_is_done(
+    ledger: str,
+) -> None:
+    with session_scope(ledger) as s:
+        assert capacity.needed(s, PLAN, T0, lead=10) == 0, "no demand recorded: nothing to lease"
+    windows = register(ledger)
+    with session_scope(ledger) as s:
+        plan = capacity.plan(s, PLAN)
+        assert plan is not None
+        assert plan.open.cores is not None
+        assert plan.closed.cores is not None
+        assert capacity.needed(s, PLAN, T0 - timedelta(seconds=30), lead=10) == 0, "no window open yet"
+        assert capacity.needed(s, PLAN, T0 + timedelta(seconds=30), lead=10) == plan.open.cores
+        closing = T0 + WINDOW - timedelta(seconds=5)
+        assert capacity.needed(s, PLAN, closing, lead=10) == plan.closed.cores, "the close is within the lead"
+        assert capacity.needed(s, PLAN, closing, lead=0) == plan.open.cores
+        one = DispatchSettings(cores="plan", max_cores=1)
+        assert capacity.needed(s, one, closing, lead=10) == 1, "at most max_cores"
+        for window in windows.values():
+            s.get_one(Window, window).status = WindowStatus.MERGED.value
+        assert capacity.needed(s, PLAN, T0 + WINDOW, lead=10) == 0, "every window merged"

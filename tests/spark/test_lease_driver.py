@@ -1,0 +1,93 @@
+"""The Connect server's lease controller on a real standalone cluster (`iqp connect-server start
+--cores plan`): with no window in the ledger, the executors the server started with are kept to
+the end of their paid unit and released then, not as soon as they are idle; once a window opens,
+the plan's open-phase cores are leased at once. About 80 s: a cluster, a server and one unit.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from airflow_iqp.constants import Mode
+from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.ledger.engine import migrate
+from airflow_iqp.planning.admission import RecurringQuery
+from airflow_iqp.planning.record import PlanRecord
+from airflow_iqp.runtime import capacity
+from airflow_iqp.runtime.leases import LEAD
+from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.spark.connect_server import free_port, start, stop
+from tests.spark.cluster import Cluster, Executor, executors, standalone_cluster
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.heavy
+
+BTU = 30.0
+SETTINGS = DispatchSettings(cores="plan", max_cores=2, billing_unit_seconds=BTU)
+DEMAND = RecurringQuery(name="iqp_a", period=120, deadline=150, work=50, longest_job=20, final_work=20)
+
+
+def lives(cluster: Cluster) -> list[Executor]:
+    """The server's executors as the workers recorded them."""
+    return [e for log in sorted(cluster.logs.glob("worker-*.log")) for e in executors(log)]
+
+
+def wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    give_up = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < give_up, what
+        time.sleep(0.5)
+
+
+def open_window(ledger: str) -> int:
+    """A query with its demand, and its window open from now for two minutes; the plan's open-phase cores."""
+    now = datetime.now(UTC)
+    with session_scope(ledger) as s:
+        params = {"window_s": DEMAND.period, "deadline_s": DEMAND.deadline - DEMAND.period}
+        store.register_query(s, dag_id=DEMAND.name, name=DEMAND.name, sql="SELECT 1", mode=Mode.STATIC, params=params)
+        store.record_demand(s, DEMAND)
+        end, deadline = now + timedelta(seconds=DEMAND.period), now + timedelta(seconds=DEMAND.deadline)
+        store.record_plan(s, DEMAND.name, now, end, deadline, 10, PlanRecord(how="greedy"), [])
+        plan = capacity.plan(s, SETTINGS)
+    assert plan is not None
+    assert plan.open.cores is not None
+    return plan.open.cores
+
+
+def test_the_servers_executors_are_leased_as_the_plan_says_and_released_at_the_end_of_their_paid_unit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__IQP__BILLING_UNIT_SECONDS", f"{BTU:g}")
+    monkeypatch.setenv("AIRFLOW__IQP__MAX_CORES", str(SETTINGS.max_cores))
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
+    migrate(ledger)
+    with standalone_cluster(tmp_path / "cluster") as cluster:
+        start(tmp_path / "server", port=free_port(), master=cluster.url, cores="plan", ledger=ledger)
+        try:
+            wait(lambda: bool(lives(cluster)), 60, "the server starts with the executors the master gives it")
+            wait(
+                lambda: all(e.finished for e in lives(cluster)),
+                2 * BTU + 20,
+                "with no window in the ledger, the plan needs none: each goes at the end of its unit",
+            )
+            for e in lives(cluster):
+                assert e.finished is not None
+                held = (e.finished - e.launched).total_seconds()
+                assert BTU / 2 <= held <= BTU + 10, f"executor {e.executor_id} held {held:.0f} s: idle, but paid"
+            cores = open_window(ledger)
+            assert cores >= 1
+            wait(
+                lambda: sum(e.finished is None for e in lives(cluster)) == cores,
+                LEAD + 30,
+                f"a window opened: its plan's {cores} core(s) are leased",
+            )
+        finally:
+            stop(tmp_path / "server")
