@@ -18,7 +18,10 @@ cluster's logs stay under DIR/RUN, and the table is made from them, so runs made
   connect-server start --cores` does), an executor released once idle for `--btu` seconds
   (`[iqp] billing_unit_seconds`), and `[iqp] cores = plan` so that each grant records the plan's
   cores; `elastic-N`: as `elastic`, between 0 and N executors; `fixed`: static allocation, every
-  core of the cluster held by the server.
+  core of the cluster held by the server; `planned`: the server's own lease controller (`iqp
+  connect-server start --cores plan`, `spark.lease_driver`) leases one-core executors as the
+  ledger's capacity plan needs them, up to the cluster's cores, and releases each at the end
+  of a paid `--btu` unit unless the plan needs it again.
 - spark_submit: every job its own application, once per `[iqp] cores` setting (`plan`: each
   grant gets the plan's cores for the phase the windows are in, `runtime.capacity`; a number:
   that many for every job).
@@ -35,6 +38,11 @@ Per run:
   unless a grant needs it again), the simulator's measure;
 - on spark_submit, the cores each application's executors were launched with, matched to the
   grant it ran under ("as granted");
+- on spark_connect, the executors against the plan: the plan's cores over time are the open
+  phase's while a window is open, the closed phase's from a window's close until it finished,
+  none otherwise (the phases `runtime.capacity.needed` follows); "plan met" is the share of the
+  span with at least that many executor cores up, "over plan" the core-seconds up beyond it, and
+  "released at" how far into its last paid unit each executor that ended within the span ended;
 - the windows' deadlines met (ledger) and whether the demo found every result equal to
   single-pass Spark SQL.
 """
@@ -56,7 +64,7 @@ from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from sqlalchemy import select
 
@@ -65,7 +73,7 @@ from airflow_iqp.ledger import session_scope
 from airflow_iqp.ledger.models import Query, Window
 from airflow_iqp.planning.elastic import LeasePool
 from airflow_iqp.runtime.capacity import Granted, granted, plan
-from airflow_iqp.settings import DEFAULT_BILLING_UNIT, DispatchSettings, speedup_points
+from airflow_iqp.settings import DEFAULT_BILLING_UNIT, PLAN, DispatchSettings, speedup_points
 from airflow_iqp.spark.connect_server import free_port
 from tests.spark.cluster import Executor, executors, standalone_cluster
 
@@ -78,7 +86,7 @@ REPO = Path(__file__).resolve().parents[1]
 WORKER_CORES = 1  # two workers: 2 cores in all, the machine's CPUs
 CLUSTER_CORES = 2
 RUN_TIMEOUT_S = 20 * 60
-ELASTIC, FIXED = "elastic", "fixed"
+ELASTIC, FIXED, PLANNED = "elastic", "fixed", "planned"
 # The speedup fitted by benchmarks/per_core.py for spark-submit, launch to exit (docs/simulation.md):
 # no core count measured faster than one.
 MEASURED = "1:1"
@@ -109,7 +117,7 @@ class Run:
     grants: list[Granted]  # in the run's span: from the window's start to its last merge
     apps: list[list[int]]  # spark_submit: per grant, the cores of each application started under it
     executors: list[Executor]
-    bounds: tuple[int, int] | None  # the elastic server's executors, (min, max)
+    bounds: tuple[int, int] | Literal["plan"] | None  # the elastic server's executors: (min, max), or as planned
     equal: bool
     plan: tuple[int | None, int | None] | None  # the plan's (open, closed) cores at the end of the run
 
@@ -174,6 +182,35 @@ class Run:
         """Core-seconds the executors were up within the span."""
         return math.fsum(cores * (end - start) for start, end, cores in self.lives())
 
+    def planned(self, at: float) -> int:
+        """The plan's cores `at` seconds from the window's start (at most the cluster's): the closed
+        phase's from a window's close until it finished, the open phase's while one is open, else none.
+        """
+        if self.plan is None:
+            return 0
+        opened, closed = (CLUSTER_CORES if cores is None else min(cores, CLUSTER_CORES) for cores in self.plan)
+        phases = [
+            tuple((t - self.start).total_seconds() for t in (w.start, w.close, w.finished or self.end))
+            for w in self.windows
+        ]
+        if any(close <= at < finished for _, close, finished in phases):
+            return closed
+        return opened if any(start <= at < close for start, close, _ in phases) else 0
+
+    def against_plan(self) -> tuple[float, float]:
+        """The share of the span's seconds with at least the plan's cores up, and the core-seconds up beyond it."""
+        seconds = range(math.ceil(self.span))
+        up = [sum(c for s, e, c in self.lives() if s <= t < e) for t in seconds]
+        met = sum(cores >= self.planned(t) for t, cores in zip(seconds, up))
+        return met / max(1, len(up)), float(sum(max(0, cores - self.planned(t)) for t, cores in zip(seconds, up)))
+
+    def released_at(self, btu: float) -> list[float]:
+        """How many seconds into its last paid unit each executor that ended within the span ended."""
+        lives = [
+            (e.finished - e.launched).total_seconds() for e in self.executors if e.finished and e.finished < self.end
+        ]
+        return [life - btu * max(0, math.ceil(life / btu) - 1) for life in lives]
+
     def most_at_once(self) -> int:
         """The most executor cores up at one time within the span."""
         lives = self.lives()
@@ -182,7 +219,7 @@ class Run:
 
 def elastic(run: Run) -> bool:
     """Whether the run's capacity followed the jobs (elastic on Connect, the plan on spark-submit)."""
-    return run.bounds is not None or run.name == "plan"
+    return run.bounds is not None or run.name == PLAN
 
 
 def billed(lives: Iterable[tuple[float, float, int]], btu: float) -> float:
@@ -207,14 +244,19 @@ def peak_cores() -> tuple[int, list[str]]:
 
 
 def measure(
-    path: ExecutionPath, name: str, out: Path, btu: float, bounds: tuple[int, int] | None, speedup: str
+    path: ExecutionPath,
+    name: str,
+    out: Path,
+    btu: float,
+    bounds: tuple[int, int] | Literal["plan"] | None,
+    speedup: str,
 ) -> None:
     """The demo on a fresh cluster; its log, ledger and the cluster's logs are kept under `out`."""
     out.mkdir(parents=True, exist_ok=True)
     demo_dir = out / "demo"
     started = time.monotonic()
     with standalone_cluster(out / "spark", worker_cores=WORKER_CORES) as cluster:
-        settings = {"CORES": name if path is ExecutionPath.SPARK_SUBMIT else ("plan" if bounds else str(CLUSTER_CORES))}
+        settings = {"CORES": name if path is ExecutionPath.SPARK_SUBMIT else (PLAN if bounds else str(CLUSTER_CORES))}
         settings |= {"MAX_CORES": str(CLUSTER_CORES), "BILLING_UNIT_SECONDS": f"{btu:g}"}
         if speedup != "default":
             settings["SPEEDUP"] = speedup
@@ -230,7 +272,7 @@ def measure(
         }
         env.pop("IQP_DEMO_CORES", None)
         if bounds is not None:
-            env["IQP_DEMO_CORES"] = f"{bounds[0]},{bounds[1]}"
+            env["IQP_DEMO_CORES"] = PLAN if bounds == PLAN else f"{bounds[0]},{bounds[1]}"
         with (out / "demo.log").open("w") as log:
             demo = subprocess.run(
                 [sys.executable, "-m", "airflow_iqp.demo"],
@@ -297,7 +339,7 @@ def load(out: Path) -> Run:
             for g in grants
         ],
         executors=lives,
-        bounds=None if meta["bounds"] is None else (int(meta["bounds"][0]), int(meta["bounds"][1])),
+        bounds=PLAN if meta["bounds"] == PLAN else None if meta["bounds"] is None else tuple(meta["bounds"]),
         equal=EQUAL in (out / "demo.log").read_text(),
         plan=None if planned is None else (planned.open.cores, planned.closed.cores),
     )
@@ -326,16 +368,19 @@ def report(runs: list[Run], btu: float) -> list[str]:
     header = (
         f"{'run':>9}  {'span s':>6} {'executors':>9} {'most':>4} {'executor core-s':>15} {'billed':>6}  "
         f"{'grants (cores x n)':<18} {'grant core-s':>12} {'lease of grants':>15}  {'deadlines met':<13}  "
-        f"{'results':<11} {'run s':>5}"
+        f"{'results':<11} {'run s':>5}  {'plan met':>8} {'over plan':>9}  released at (s into the unit)"
     )
     lines = [f"BTU {btu:g} s; times in seconds from the window's start", header]
     for r in runs:
         by_cores = ", ".join(f"{c}x{n}" for c, n in sorted(Counter(c for _, _, c in r.held()).items()))
         met = sum(w.met is True for w in r.windows)
+        share, over = r.against_plan()
+        ended = ", ".join(f"{at:.0f}" for at in sorted(r.released_at(btu))) or "-"
         lines.append(
             f"{r.name:>9}  {r.span:>6.0f} {len(r.lives()):>9} {r.most_at_once():>4} {r.executor_core_s():>15.0f} "
             f"{billed(r.lives(), btu):>6.0f}  {by_cores:<18} {r.used():>12.0f} {r.leased(btu):>15.0f}  "
-            f"{f'{met}/{len(r.windows)}':<13}  {'equal' if r.equal else 'NOT CHECKED':<11} {r.seconds:>5.0f}"
+            f"{f'{met}/{len(r.windows)}':<13}  {'equal' if r.equal else 'NOT CHECKED':<11} {r.seconds:>5.0f}  "
+            f"{share:>8.0%} {over:>9.0f}  {ended}"
         )
     for r in runs:
         lines += timeline(r)
@@ -353,7 +398,10 @@ def report(runs: list[Run], btu: float) -> list[str]:
 
 def timeline(r: Run) -> list[str]:
     """One run's windows, executors and grants over time."""
-    bounds = "" if r.bounds is None else f", executors {r.bounds[0]}-{r.bounds[1]} by dynamic allocation"
+    if r.bounds == PLAN:
+        bounds = ", executors leased as planned by the server's controller"
+    else:
+        bounds = "" if r.bounds is None else f", executors {r.bounds[0]}-{r.bounds[1]} by dynamic allocation"
     plan_cores = "" if r.plan is None else f"; plan: {r.plan[0]} cores while open, {r.plan[1]} once closed"
     lines = [f"{r.name} ({r.path}{bounds}{plan_cores}):"]
     for w in r.windows:
@@ -385,7 +433,8 @@ def main() -> int:
     parser.add_argument("--path", type=ExecutionPath, default=ExecutionPath.SPARK_CONNECT, help="the demo's jobs' path")
     parser.add_argument(
         "--runs",
-        help=f"spark_connect: {ELASTIC} (0 to the plan's peak executors), {ELASTIC}-N (0 to N), {FIXED}; "
+        help=f"spark_connect: {ELASTIC} (0 to the plan's peak executors), {ELASTIC}-N (0 to N), {FIXED}, "
+        f"{PLANNED} (leased as the plan says); "
         "spark_submit: [iqp] cores each, plan,2",
     )
     parser.add_argument(
@@ -417,8 +466,10 @@ def main() -> int:
         )
     peak = None
     for name in names:
-        bounds = None
-        if connect and name.startswith(f"{ELASTIC}-"):  # elastic-N: at most N executors, whatever the plan says
+        bounds: tuple[int, int] | Literal["plan"] | None = None
+        if connect and name == PLANNED:
+            bounds = PLAN
+        elif connect and name.startswith(f"{ELASTIC}-"):  # elastic-N: at most N executors, whatever the plan says
             bounds = (0, int(name.removeprefix(f"{ELASTIC}-")))
         elif connect and name == ELASTIC:
             if peak is None:
