@@ -165,3 +165,28 @@ def test_a_lease_controller_needs_the_phases_cores_ahead_of_time_and_none_once_e
         for window in windows.values():
             s.get_one(Window, window).status = WindowStatus.MERGED.value
         assert capacity.needed(s, PLAN, T0 + WINDOW, lead=10) == 0, "every window merged"
+
+
+def test_a_lease_controller_keeps_the_cores_a_granted_job_holds_after_every_window_is_done(ledger: str) -> None:
+    windows = register(ledger)
+    granted_at = T0 + WINDOW + timedelta(seconds=1)
+    with session_scope(ledger) as s:
+        dispatch.register(
+            s,
+            window_id=windows["iqp_b"],
+            query="iqp_b",
+            kind=JobKind.MERGE,
+            slot=-1,
+            reason=BatchReason.ALL_PROCESSED,
+            deadline=T0 + timedelta(seconds=360),
+            remaining_cost=5.0,
+            lease_seconds=10.0,
+            now=granted_at,
+        )
+        (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=granted_at, cores=3)
+        for window in windows.values():  # a late merge still running: the windows say none is due
+            s.get_one(Window, window).status = WindowStatus.MERGED.value
+        running = granted_at + timedelta(seconds=1)
+        assert capacity.needed(s, PLAN, running, lead=10) == 3, "the grant's cores, whatever the phase"
+        dispatch.release(s, lease, granted_at + timedelta(seconds=7))
+        assert capacity.needed(s, PLAN, granted_at + timedelta(seconds=8), lead=10) == 0
