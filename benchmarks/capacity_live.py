@@ -43,6 +43,8 @@ Per run:
   none otherwise (the phases `runtime.capacity.needed` follows); "plan met" is the share of the
   span with at least that many executor cores up, "over plan" the core-seconds up beyond it, and
   "released at" how far into its last paid unit each executor that ended within the span ended;
+- `planned`: the executor leases its controller recorded in the ledger (`ledger.leases`), beside
+  the workers' records of the same executors;
 - the windows' deadlines met (ledger) and whether the demo found every result equal to
   single-pass Spark SQL.
 """
@@ -69,7 +71,7 @@ from typing import TYPE_CHECKING, Literal
 from sqlalchemy import select
 
 from airflow_iqp.constants import ExecutionPath
-from airflow_iqp.ledger import session_scope
+from airflow_iqp.ledger import leases, session_scope
 from airflow_iqp.ledger.models import Query, Window
 from airflow_iqp.planning.elastic import LeasePool
 from airflow_iqp.runtime.capacity import Granted, granted, plan
@@ -81,6 +83,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterable
 
     from sqlalchemy.orm import Session
+
+    from airflow_iqp.ledger.leases import Held
 
 REPO = Path(__file__).resolve().parents[1]
 WORKER_CORES = 1  # two workers: 2 cores in all, the machine's CPUs
@@ -117,6 +121,7 @@ class Run:
     grants: list[Granted]  # in the run's span: from the window's start to its last merge
     apps: list[list[int]]  # spark_submit: per grant, the cores of each application started under it
     executors: list[Executor]
+    leases: list[Held]  # the executors the server's lease controller recorded in the ledger (planned only)
     bounds: tuple[int, int] | Literal["plan"] | None  # the elastic server's executors: (min, max), or as planned
     equal: bool
     plan: tuple[int | None, int | None] | None  # the plan's (open, closed) cores at the end of the run
@@ -325,6 +330,7 @@ def load(out: Path) -> Run:
     with session_scope(f"sqlite:///{out / 'ledger.db'}", read_only=True) as session:
         windows = _windows(session)
         grants = granted(session, min(w.start for w in windows), stopped)
+        recorded = leases.held(session, datetime.min.replace(tzinfo=UTC), stopped)
         planned = plan(session, DispatchSettings(cores="plan", max_cores=CLUSTER_CORES, speedup=speedup))
     lives = [e for log in sorted((out / "spark").glob("worker-*.log")) for e in executors(log)]
     apps = [(float(t), int(c)) for t, c in meta["apps"]] if meta["path"] == ExecutionPath.SPARK_SUBMIT else []
@@ -339,6 +345,7 @@ def load(out: Path) -> Run:
             for g in grants
         ],
         executors=lives,
+        leases=recorded,
         bounds=PLAN if meta["bounds"] == PLAN else None if meta["bounds"] is None else tuple(meta["bounds"]),
         equal=EQUAL in (out / "demo.log").read_text(),
         plan=None if planned is None else (planned.open.cores, planned.closed.cores),
@@ -410,6 +417,9 @@ def timeline(r: Run) -> list[str]:
             f"  {w.dag_id:<8} closes +{(w.close - r.start).total_seconds():.0f}, due "
             f"+{(w.deadline - r.start).total_seconds():.0f}, {finished}: {'met' if w.met else 'MISSED'}"
         )
+    for h in r.leases:
+        end = "held at the end" if h.end is None else f"{(h.end - r.start).total_seconds():+7.0f}"
+        lines.append(f"  ledger: executor lease {(h.start - r.start).total_seconds():+7.0f} to {end}")
     for e in sorted(r.executors, key=lambda e: e.launched):
         start = (e.launched - r.start).total_seconds()
         end = "still up" if e.finished is None else f"{(e.finished - r.start).total_seconds():+7.0f}"

@@ -355,3 +355,19 @@ class DispatchRequest(Base):
     held: Mapped[str | None] = mapped_column(Text)  # why a grant last kept the resource idle instead
     taken_by: Mapped[str | None] = mapped_column(Text)  # the task attempt running under the grant
     cores: Mapped[int | None] = mapped_column(Integer)  # what the grant gave (None: the connection's default)
+
+
+class ExecutorLease(Base):
+    """One executor the lease controller held (`runtime.leases`): from its registration with the
+    application's driver to its release (None: still held), for the bill and the capacity view.
+    """
+
+    __tablename__ = "executor_leases"
+    __table_args__ = (UniqueConstraint("application", "executor"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    application: Mapped[str] = mapped_column(String(200))  # the Spark application's id
+    executor: Mapped[str] = mapped_column(String(100))
+    cores: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime]
+    released_at: Mapped[datetime | None]

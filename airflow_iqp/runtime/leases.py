@@ -7,7 +7,9 @@ executors that run (`planning.elastic.enact`): the shortfall is asked for at onc
 executor is kept until its paid unit is about to end and released then, unless the plan needs
 it again. Spark's own dynamic allocation, which scales on the backlog of tasks and releases
 after an idle time, is off: this is the allocation manager. A plan that cannot be read holds
-what runs (releasing then could cost a deadline); the step says so in the log.
+what runs (releasing then could cost a deadline); the step says so in the log. Every executor
+that comes or goes is recorded in the ledger (`ledger.leases`): what the capacity view draws as
+leased and a provider would bill.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from airflow_iqp.ledger import session_scope
+from airflow_iqp.ledger import leases, session_scope
 from airflow_iqp.planning.elastic import enact
 from airflow_iqp.runtime.capacity import needed
 
@@ -34,6 +36,8 @@ NOTICE = 10.0  # seconds before a paid unit's end that a surplus executor is rel
 
 class Executors(Protocol):
     """A cluster's executors as the controller sees them (one core each)."""
+
+    application: str  # the Spark application they belong to
 
     def started(self) -> dict[str, float]:
         """Each running executor's registration time (epoch seconds)."""
@@ -56,6 +60,20 @@ class LeaseController:
     settings: DispatchSettings
     url: str | None = None
     total: int | None = field(default=None, init=False)  # what the cluster was last asked for
+    recorded: set[str] = field(default_factory=set, init=False)  # the executors the ledger has as held
+
+    def _record(self, started: dict[str, float], now: datetime) -> None:
+        """The executors that came and went since the last step, in the ledger (`ledger.leases`);
+        a failed write is tried again at the next step.
+        """
+        stamps = {executor: datetime.fromtimestamp(at, UTC) for executor, at in started.items()}
+        try:
+            with session_scope(self.url) as session:
+                leases.record(session, self.executors.application, stamps, now)
+        except SQLAlchemyError as err:
+            log.warning("lease: the executors cannot be recorded (%s); trying again", err)
+            return
+        self.recorded = set(started)
 
     def step(self, now: datetime | None = None) -> None:
         """One look at the plan and the executors, and what it takes to follow the plan."""
@@ -67,6 +85,8 @@ class LeaseController:
         except SQLAlchemyError as err:
             log.warning("lease: the plan cannot be read (%s); holding %d executors", err, len(started))
             return
+        if set(started) != self.recorded:
+            self._record(started, now)
         btu = self.settings.billing_unit_seconds
         action = enact(started, need, now.timestamp(), btu, min(NOTICE, btu / 4))
         if action.total != self.total:

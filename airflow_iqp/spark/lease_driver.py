@@ -29,6 +29,7 @@ class SparkExecutors:
         context = spark.sparkContext
         self._jvm: Any = context._jvm
         self._context: Any = context._jsc.sc()
+        self.application: str = context.applicationId
 
     def started(self) -> dict[str, float]:
         """Each active executor's registration time (the backend records it in epoch

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sqlalchemy import false, select
 
-from airflow_iqp.ledger import store
+from airflow_iqp.ledger import leases, store
 from airflow_iqp.ledger.models import Query, Window
 from airflow_iqp.planning.capacity import QueryDemand
 from airflow_iqp.runtime.capacity import Granted, granted
@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from sqlalchemy.orm import Session
+
+    from airflow_iqp.ledger.leases import Held
 
 
 @dataclass(frozen=True)
@@ -48,17 +50,19 @@ class CapacityRows:
     grants: tuple[Granted, ...]
     demands: tuple[QueryDemand, ...]
     windows: tuple[WindowSpan, ...]
+    leases: tuple[Held, ...]  # the executors a lease controller held (none without one)
 
 
 def capacity_rows(session: Session, since: datetime, now: datetime) -> CapacityRows:
-    """The grants holding cores at some time in [since, now], every recorded demand, and the
-    live windows of those queries open or due in [since, now].
+    """The grants holding cores at some time in [since, now], every recorded demand, the
+    live windows of those queries open or due in [since, now], and the executors leased then.
     """
     demands = query_demands(session)
     return CapacityRows(
         grants=tuple(granted(session, since, now)),
         demands=tuple(demands),
         windows=tuple(windows(session, {d.task.name for d in demands}, since, now)),
+        leases=tuple(leases.held(session, since, now)),
     )
 
 

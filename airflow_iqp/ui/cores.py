@@ -6,8 +6,10 @@
   it) over the queries that recorded their demand, laid on their windows: the closed phase's
   cores while some window is between its close and its deadline, the open phase's while some
   window is open, none while no window is either;
-* **leased**: what a BTU-aware controller following that plan holds (`leased`), billed per
-  started unit, beside the plan's peak held from the first lease on (fixed provisioning).
+* **leased**: the executors the server's lease controller recorded holding (`recorded`,
+  `iqp connect-server start --cores plan`), else what a BTU-aware controller following that
+  plan would hold (`leased`), billed per started unit, beside the plan's peak held from the
+  first lease on (fixed provisioning).
 
 Pure: the rows come from `ui.capacity`, `now` is passed in; times are seconds from the chart's start.
 """
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Collection, Iterable, Sequence
     from datetime import datetime
 
+    from airflow_iqp.ledger.leases import Held
     from airflow_iqp.planning.capacity import Capacity
     from airflow_iqp.runtime.capacity import Granted
     from airflow_iqp.ui.capacity import CapacityRows, WindowSpan
@@ -52,7 +55,10 @@ def view(
     used = steps(held, span)
     plan = capacity(rows.demands, confidence=confidence) if rows.demands else None
     phases = planned(plan, rows.windows, since, span) if plan is not None else []
-    leases = leased(phases, held, btu[0], span) if phases else None
+    if rows.leases:
+        leases: tuple[list[CoreStep], float] | None = recorded(rows.leases, since, now, btu[0])
+    else:
+        leases = leased(phases, held, btu[0], span) if phases else None
     top = max([1, *(s.cores for series in (used, phases, leases[0] if leases else []) for s in series)])
     return CapacityView(
         now=now,
@@ -140,11 +146,11 @@ def cores_at(series: Sequence[CoreStep], when: float) -> int:
 def leased(plan: Sequence[CoreStep], held: Sequence[Span], btu: float, span: float) -> tuple[list[CoreStep], float]:
     """The cores leased over [0, span] and their bill (core-seconds) up to `span`.
 
-    The ledger records no leases yet, so this is what a BTU-aware controller following the plan
+    Without a lease controller's records, this is what a BTU-aware controller following the plan
     would have held (the simulator's `Planned`): the plan's cores at every change of the plan,
     at least one while a job holds a grant, more released only at the end of their paid unit
     (`planning.elastic.LeasePool`); every unit started by `span` is billed. Once the run-time
-    controller records its leases in the ledger, they are read instead of computed here.
+    controller records its leases in the ledger, `recorded` reads them instead.
     """
     pool = LeasePool(btu)
     events = sorted({*(s.at_s for s in plan), *(t for start, end, _ in held for t in (start, end) if t < span)})
@@ -154,6 +160,20 @@ def leased(plan: Sequence[CoreStep], held: Sequence[Span], btu: float, span: flo
     pool.close(span)  # what is still held is billed for its started unit
     spans = [(lease.start, min(lease.end if lease.end is not None else span, span), 1) for lease in pool.leases]
     return steps(spans, span), pool.billed()
+
+
+def recorded(leases: Iterable[Held], since: datetime, now: datetime, btu: float) -> tuple[list[CoreStep], float]:
+    """The cores a lease controller recorded holding over [since, now] (`ledger.leases`) and
+    their bill: each executor's started units of its life within the period.
+    """
+    span = (now - since).total_seconds()
+    spans = [
+        (max(0.0, (h.start - since).total_seconds()), min(span, ((h.end or now) - since).total_seconds()), h.cores)
+        for h in leases
+    ]
+    kept = [(start, end, cores) for start, end, cores in spans if end > start]
+    bill = math.fsum(cores * max(1, math.ceil((end - start) / btu - 1e-9)) * btu for start, end, cores in kept)
+    return steps(kept, span), bill
 
 
 def fixed_billed(plan: Capacity, leased: Sequence[CoreStep], btu: float, span: float) -> float | None:

@@ -291,8 +291,9 @@ class CapacityView(BaseModel):
     plan: CapacityPlan | None = Field(description="None: no registered query has recorded its demand yet")
     planned: list[CoreStep]
     leased: list[CoreStep] = Field(
-        description="what a BTU-aware controller following the plan holds (at least one core while a job holds a "
-        "grant): computed, as the ledger records no leases"
+        description="the executors the server's lease controller recorded holding (`--cores plan`); without its "
+        "records, what a BTU-aware controller following the plan would hold (at least one core while a job holds "
+        "a grant)"
     )
     btu_s: float = Field(description="the billing time unit: a core is paid per started unit")
     btu_source: str

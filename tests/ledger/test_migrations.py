@@ -20,7 +20,7 @@ from airflow_iqp.ledger.models import Base, DispatchRequest, Query, StreamFile, 
 from airflow_iqp.planning.record import PlanRecord
 from tests.ledger.helpers import T0, alembic_config, data_file
 
-HEAD = "0009"
+HEAD = "0010"
 LONG_DAG_ID = "d" * 250
 
 

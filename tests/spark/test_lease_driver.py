@@ -1,7 +1,8 @@
 """The Connect server's lease controller on a real standalone cluster (`iqp connect-server start
 --cores plan`): with no window in the ledger, the executors the server started with are kept to
 the end of their paid unit and released then, not as soon as they are idle; once a window opens,
-the plan's open-phase cores are leased at once. About 80 s: a cluster, a server and one unit.
+the plan's open-phase cores are leased at once. The ledger records each executor's lease.
+About 50 s: a cluster, a server and one unit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_iqp.constants import Mode
-from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.ledger import leases, session_scope, store
 from airflow_iqp.ledger.engine import migrate
 from airflow_iqp.planning.admission import RecurringQuery
 from airflow_iqp.planning.record import PlanRecord
@@ -82,6 +83,10 @@ def test_the_servers_executors_are_leased_as_the_plan_says_and_released_at_the_e
                 assert e.finished is not None
                 held = (e.finished - e.launched).total_seconds()
                 assert BTU / 2 <= held <= BTU + 10, f"executor {e.executor_id} held {held:.0f} s: idle, but paid"
+            with session_scope(ledger, read_only=True) as s:
+                recorded = leases.held(s, datetime.min.replace(tzinfo=UTC), datetime.now(UTC))
+            assert len(recorded) == len(lives(cluster)), "the ledger has every executor the workers launched"
+            assert all(h.end is not None for h in recorded), "and each one's release"
             cores = open_window(ledger)
             assert cores >= 1
             wait(

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy
-from airflow_iqp.ledger import dispatch, engine, session_scope, store
+from airflow_iqp.ledger import dispatch, engine, leases, session_scope, store
 from airflow_iqp.planning.admission import RecurringQuery
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.ui import capacity, cores
@@ -172,3 +172,13 @@ def test_no_grants_and_no_demand_is_an_empty_view(tmp_path: Path) -> None:
     assert (view.billed_core_s, view.fixed_billed_core_s, view.used_core_s) == (None, None, 0)
     engine(url).dispose()
     engine(url, read_only=True).dispose()
+
+
+def test_leased_is_what_the_lease_controller_recorded_when_it_ran(ledger: str) -> None:
+    with session_scope(ledger) as s:  # the controller's steps: two executors come, one goes, one is still held
+        leases.record(s, "app-1", {"0": at(1800), "1": at(1810)}, at(1811))
+        leases.record(s, "app-1", {"1": at(1810)}, at(2350))
+        leases.record(s, "app-1", {"1": at(1810), "2": at(3000)}, at(3001))
+    view = shown(ledger, btu=600)
+    assert series(view.leased) == [(0, 0), (1800, 1), (1810, 2), (2350, 1), (3000, 2)]
+    assert view.billed_core_s == 600 + 3 * 600 + 600, "0: one unit; 1: 1810-3600, three started; 2: one"
