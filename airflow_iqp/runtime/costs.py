@@ -36,12 +36,14 @@ from airflow_iqp.learning.prior import SPREAD_RATIO
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import EXAMPLE_QUERIES
+from airflow_iqp.runtime.sizing import file_costs
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.declaration import CostModel, Declaration
+    from airflow_iqp.planning.record import PlanRecord
 
 MARGIN_K = 2.0  # standard deviations of the residuals a refit model's plans allow for
 
@@ -88,6 +90,23 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     if isinstance(model, LearnedCost) and model.source is CostSource.REFIT:
         return model.with_margin(k=MARGIN_K)
     return model
+
+
+def cut_cost(
+    session: Session, declaration: Declaration, path: ExecutionPath, plan: PlanRecord, units: int
+) -> float | None:
+    """What a batch of `units` (files, or paths across aligned streams) is predicted to take when
+    it is cut to run, planned or dynamic: `expected_model` now, refit after every job, times the
+    margin the window's plan recorded (taking it out again gives what the model expects,
+    `demo.summary.expected_cost`). A window is planned at its start, before the previous window's
+    last jobs ran; its batches are priced with what those jobs taught. None without a model or a
+    rate in files (a calibration): the plan's cost stays.
+    """
+    model = expected_model(session, declaration, path)
+    if model is None or plan.rows_per_file is None:
+        return None
+    margin = (plan.margin or {}).get("partial", 0.0)
+    return file_costs(model, plan.rows_per_file).cost(units) * (1 + margin)
 
 
 def measures_intercept(session: Session, declaration: Declaration, path: ExecutionPath) -> bool:
