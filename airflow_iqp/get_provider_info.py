@@ -115,6 +115,17 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "False",
                         "default": "True",
                     },
+                    "prior_models": {
+                        "description": (
+                            "A directory of cost-model files (`iqp fit-cost-model`'s format) that a packaged "
+                            "query learning its cost model starts from, where one has the query and path, "
+                            "instead of the packaged cost_models/. `make demo` fits them on its machine.\n"
+                        ),
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "/path/to/.demo/priors",
+                        "default": None,
+                    },
                 },
             }
         },

@@ -173,6 +173,18 @@ def deadline_alerts() -> bool:
     return conf.getboolean(SECTION, "deadline_alerts", fallback=True)
 
 
+def prior_models() -> Path | None:
+    """[iqp] prior_models (default unset): a directory of cost-model files (`iqp fit-cost-model`'s
+    format) a packaged query's learned model starts from where one has the query and path, instead
+    of the packaged cost_models/ (another machine's timings at scale 0.01). `make demo` fits them
+    on its machine at its windows' sizes.
+    """
+    from airflow.sdk import conf
+
+    raw = conf.get(SECTION, "prior_models", fallback=None)
+    return Path(raw.strip()).expanduser() if raw and raw.strip() else None
+
+
 def airflow_home() -> Path:
     """$AIRFLOW_HOME, else ~/airflow, as Airflow itself defaults it."""
     return Path(os.environ.get("AIRFLOW_HOME") or "~/airflow").expanduser()

@@ -8,7 +8,8 @@ it, not waited for: `TRAILING_WINDOWS`), unpauses the example DAGs, waits until 
 merged, prints per window batches, tuples, predicted vs actual cost, deadline and result rows,
 and checks every result against one Spark SQL pass over the same files; it exits non-zero when
 a window failed, missed its deadline or differs. The example DAGs learn their cost models from their own jobs
-(the packaged models are the priors, and plan their first window); IQP_DEMO_WINDOWS=3
+(their priors, which plan the first window, fitted on the demo's server at a window's sizes,
+`priors`; on spark-submit the packaged models); IQP_DEMO_WINDOWS=3
 runs three consecutive windows and prints how far each batch's predicted cost was from the
 actual one, with each window's median and worst error. IQP_DEMO_ONCE=1 exits then; otherwise
 Airflow keeps running (UI address and login printed, on IQP_DEMO_PORT or 8080) until Ctrl-C.

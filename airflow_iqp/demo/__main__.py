@@ -19,6 +19,7 @@ from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.standalone import BIN, POLICY, PORT, DemoAirflow, stop_group, wait_healthy
 from airflow_iqp.demo.stopping import Interrupts, sweep, tag_run
 from airflow_iqp.exceptions import InvalidDeclaration
+from airflow_iqp.settings import option_env
 from airflow_iqp.streams.assign import ORIGIN, window_start
 from airflow_iqp.tpch.manifest import STATIC_DIR
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[2]
 DEMO_DIR = Path(os.environ.get("IQP_DEMO_DIR", REPO / ".demo")).absolute()
 CONNECT_STATE = DEMO_DIR / "connect-server"
+PRIORS = DEMO_DIR / "priors"  # the examples' cost models fitted here on Spark Connect (`demo.priors`)
 API_PORT = int(os.environ.get("IQP_DEMO_PORT", PORT))  # Airflow's API server and UI
 DAGS = REPO / "dags"
 FILES = 280  # generated at one file per (event-time) second...
@@ -55,8 +57,8 @@ def execution_path() -> ExecutionPath:
 
 def demo_windows() -> int:
     """How many consecutive windows the demo runs: IQP_DEMO_WINDOWS, 1 by default. The example
-    DAGs learn their cost models (the packaged models their priors, which plan the first
-    window), and the next windows show the predictions converging.
+    DAGs learn their cost models (from priors that plan the first window: `spark_connection`),
+    and the next windows show the predictions converging.
     """
     chosen = os.environ.get("IQP_DEMO_WINDOWS", "1")
     if not chosen.isdigit() or int(chosen) < 1:
@@ -289,9 +291,11 @@ def spark_connection(
 ) -> dict[str, object]:
     """The `iqp_spark` connection of the demo: a Spark Connect server of its own on a free port
     (started here and warmed up with the `queries`' own jobs over the stream at `source`:
-    `demo.warm`), or spark-submit on local[2]. benchmarks/capacity_live.py points either at a
-    standalone master (IQP_DEMO_MASTER) and scales the server's executors (IQP_DEMO_CORES=MIN,MAX)
-    or leases them as the capacity plan says (IQP_DEMO_CORES=plan).
+    `demo.warm`; their priors fitted on it at a window's sizes: `demo.priors`), or spark-submit
+    on local[2], whose DAGs learn from the packaged priors (~10 s a job: too dear to fit).
+    benchmarks/capacity_live.py points either at a standalone master (IQP_DEMO_MASTER) and
+    scales the server's executors (IQP_DEMO_CORES=MIN,MAX) or leases them as the capacity plan
+    says (IQP_DEMO_CORES=plan).
     """
     master = os.environ.get("IQP_DEMO_MASTER", "local[2]")
     if path is ExecutionPath.SPARK_SUBMIT:
@@ -316,6 +320,12 @@ def spark_connection(
     warmed = warm_up(server.url_with_token, source, queries, DEMO_DIR / "warm-up")
     jobs = "; ".join(f"{name} " + ", ".join(f"{s:.1f}" for s in seconds) for name, seconds in warmed.items())
     log(f"server warmed up with the examples' jobs in {time.monotonic() - t:.1f}s (partial, merge s: {jobs})", started)
+    from airflow_iqp.demo.priors import fit_priors
+
+    t = time.monotonic()
+    measured = fit_priors(server.url_with_token, source, queries, WINDOW_FILES, PRIORS)
+    fitted = f"fitted {', '.join(measured)} in {time.monotonic() - t:.1f}s" if measured else "fitted before, reused"
+    log(f"priors at a window's sizes on this machine: {fitted} ({PRIORS}, [iqp] prior_models)", started)
     return server.connection()
 
 
@@ -433,7 +443,10 @@ def main() -> int:
         deadline = example.deadline.total_seconds()
         print(f"    {example.query} (deadline window end + {deadline:g}s): {describe_plan(planned[example.query])}")
     if any(e.declaration.learns_cost for e in loaded):
-        print("    (a DAG that learns its cost model plans with its prior until its jobs refit it)")
+        print(
+            "    (by the packaged models; a DAG that learns its cost model plans with its prior until its jobs"
+            " refit it, on Spark Connect a prior fitted on the demo's server below)"
+        )
 
     from airflow_iqp.ledger.engine import migrate
 
@@ -457,6 +470,7 @@ def main() -> int:
                 "IQP_FIRST_WINDOW": window_start.isoformat(),
                 "IQP_LAST_WINDOW": (window_start + window * (windows + TRAILING_WINDOWS - 0.5)).isoformat(),
                 "AIRFLOW_CONN_IQP_SPARK": json.dumps(spark_conn),
+                **({option_env("prior_models"): str(PRIORS)} if path is ExecutionPath.SPARK_CONNECT else {}),
             },
         )
         airflow_log = DEMO_DIR / "airflow-standalone.log"

@@ -63,6 +63,7 @@ __all__ = [
     "record_cost_observation",
     "record_file_event",
     "planned_upto",
+    "price_batch",
     "record_merge",
     "record_replan",
     "refresh_frozen",
@@ -296,6 +297,12 @@ def slot_batch(session: Session, window_id: int, slot: int) -> int | None:
             Batch.window_id == window_id, Batch.slot == slot, Batch.status != BatchStatus.DONE
         )
     )
+
+
+def price_batch(session: Session, window_id: int, index: int, predicted_cost: float) -> None:
+    """A planned batch priced again as it is cut (`runtime.costs.cut_cost`)."""
+    lookup.batch(session, window_id, index).predicted_cost = predicted_cost
+    session.flush()
 
 
 def start_batch(session: Session, window_id: int, index: int, started_at: datetime | None = None) -> int:

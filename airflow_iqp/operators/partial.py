@@ -35,7 +35,7 @@ from airflow_iqp.links.output import BatchOutputLink
 from airflow_iqp.operators.dispatched import SHORT_WAIT, DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.merge import merge_request
 from airflow_iqp.operators.window import JOBS_DIR, partial_spec, run_window, spark_env, window_dir
-from airflow_iqp.runtime.costs import expected_model, observe, planning_model
+from airflow_iqp.runtime.costs import cut_cost, observe, planning_model
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
 from airflow_iqp.runtime.inputs import files_by_stream, untaken
 from airflow_iqp.runtime.replan import replan_window
@@ -318,7 +318,8 @@ class StaticBatchWork(BatchWork[StaticBatch]):
         moved it) that no batch has taken, leaving those up to the end of an earlier batch that
         has not frozen its files yet: when a past window's batches all become ready at once (a
         backfill, `airflow dags test`), the order they run in does not change the plan's batch
-        sizes.
+        sizes. Its cost is priced again at the cut, by the model then (`runtime.costs.cut_cost`),
+        as a dynamic batch's is.
         """
         window_id, index = self.descriptor.window_id, self.descriptor.index
         summary = store.window_summary(session, window_id)
@@ -338,6 +339,9 @@ class StaticBatchWork(BatchWork[StaticBatch]):
                 " other batches took them or will"
             )
         store.freeze_files(session, window_id, index, files_by_stream(units))
+        task = self.task
+        if (price := cut_cost(session, task.declaration, task.execution_path(), summary.plan, len(units))) is not None:
+            store.price_batch(session, window_id, index, price)
         return index
 
     def window_done(self, session: Session) -> bool:
@@ -430,13 +434,7 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
             return index
         decision = decide(session, spec, selection, time.time())
         plan = store.window_summary(session, spec.window_id).plan
-        model = expected_model(session, task.declaration, task.execution_path())
-        predicted = 0.0
-        if model is not None and plan.rows_per_file is not None:
-            # The window's own margin, as a planned batch's cost has it: taking it out again
-            # gives what the model expected (`demo.summary.expected_cost`).
-            margin = (plan.margin or {}).get("partial", 0.0)
-            predicted = file_costs(model, plan.rows_per_file).cost(len(decision.take)) * (1 + margin)
+        predicted = cut_cost(session, task.declaration, task.execution_path(), plan, len(decision.take))
         first = _position(selection.units, decision.take[0]) if decision.take else 0
         return store.add_dynamic_batch(
             session,
@@ -446,7 +444,7 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
             files_by_stream(decision.take),
             first=first,
             last=first + len(decision.take) - 1,
-            predicted_cost=predicted,
+            predicted_cost=0.0 if predicted is None else predicted,
             now=datetime.now(UTC),
         )
 

@@ -8,7 +8,8 @@ batch once the input is final, then the merge — two partial sizes and a merge,
 `learning.fit_cost` needs for a first model.
 
 A learned model starts from a prior when there is one (`prior_model`: for a packaged query,
-the packaged cost_models/<query>.json's section for the path): it keeps the prior's shape and
+the packaged cost_models/<query>.json's section for the path, or one fitted on this machine in
+`[iqp] prior_models`): it keeps the prior's shape and
 learns its scale and intercept (`learning.prior`), instead of inventing a slope from batches
 of about one size. `planning_model` refits from the ledger's observations with that prior,
 the same fit `observe` saves after every job for the UI.
@@ -36,25 +37,30 @@ from airflow_iqp.learning.prior import SPREAD_RATIO
 from airflow_iqp.ledger import store
 from airflow_iqp.planning.cost_model_file import FittedCostModel, fitted_paths, load_cost_model
 from airflow_iqp.queries import EXAMPLE_QUERIES
+from airflow_iqp.runtime.sizing import file_costs
+from airflow_iqp.settings import prior_models
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from airflow_iqp.constants import ExecutionPath
     from airflow_iqp.declaration import CostModel, Declaration
+    from airflow_iqp.planning.record import PlanRecord
 
 MARGIN_K = 2.0  # standard deviations of the residuals a refit model's plans allow for
 
 
 def prior_model(declaration: Declaration, path: ExecutionPath) -> FittedCostModel | None:
     """What a learned model on `path` starts from: for a packaged query (named, not a file of
-    the user's) the packaged model's section for the path; None otherwise. (A DAG that declares
-    a fitted file plans with it as it is and learns nothing.)
+    the user's) its section for the path in `[iqp] prior_models` (fitted on this machine) if that
+    has one, else the packaged model's; None otherwise. (A DAG that declares a fitted file plans
+    with it as it is and learns nothing.)
     """
-    packaged = EXAMPLE_COST_MODELS / f"{declaration.name}.json"
     if declaration.query.path.resolve() != (EXAMPLE_QUERIES / f"{declaration.name}.sql").resolve():
         return None
-    return load_cost_model(packaged, path) if path in fitted_paths(packaged) else None
+    fitted = [d / f"{declaration.name}.json" for d in (prior_models(), EXAMPLE_COST_MODELS) if d is not None]
+    found = next((f for f in fitted if path in fitted_paths(f)), None)
+    return None if found is None else load_cost_model(found, path)
 
 
 def learned_model(session: Session, declaration: Declaration, path: ExecutionPath) -> LearnedCost | None:
@@ -88,6 +94,23 @@ def planning_model(session: Session, declaration: Declaration, path: ExecutionPa
     if isinstance(model, LearnedCost) and model.source is CostSource.REFIT:
         return model.with_margin(k=MARGIN_K)
     return model
+
+
+def cut_cost(
+    session: Session, declaration: Declaration, path: ExecutionPath, plan: PlanRecord, units: int
+) -> float | None:
+    """What a batch of `units` (files, or paths across aligned streams) is predicted to take when
+    it is cut to run, planned or dynamic: `expected_model` now, refit after every job, times the
+    margin the window's plan recorded (taking it out again gives what the model expects,
+    `demo.summary.expected_cost`). A window is planned at its start, before the previous window's
+    last jobs ran; its batches are priced with what those jobs taught. None without a model or a
+    rate in files (a calibration): the plan's cost stays.
+    """
+    model = expected_model(session, declaration, path)
+    if model is None or plan.rows_per_file is None:
+        return None
+    margin = (plan.margin or {}).get("partial", 0.0)
+    return file_costs(model, plan.rows_per_file).cost(units) * (1 + margin)
 
 
 def measures_intercept(session: Session, declaration: Declaration, path: ExecutionPath) -> bool:

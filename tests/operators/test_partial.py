@@ -4,6 +4,7 @@ the last batch everything left once the input is final, and a retry keeps its fi
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, cast
@@ -11,12 +12,14 @@ from typing import TYPE_CHECKING, Any, cast
 import pytest
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_iqp.constants import BatchStatus, ExecutionPath, Mode
+from airflow_iqp.constants import BatchStatus, ExecutionPath, JobKind, Mode
 from airflow_iqp.declaration import declare
+from airflow_iqp.learning import LearnedCost
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators import partial
 from airflow_iqp.operators.partial import PartialAggregateOperator
 from airflow_iqp.planning.record import PlanRecord, ReplanNote
+from airflow_iqp.runtime.costs import expected_model, observe
 from airflow_iqp.runtime.descriptors import StaticBatch
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
 from airflow_iqp.streams.assign import select_window
@@ -54,6 +57,12 @@ def seen(files: list[DataFile], seconds: float) -> WindowSelection:
     )
 
 
+@pytest.fixture(autouse=True)
+def spark_submit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tasks' Spark connection: their jobs run with spark-submit (none runs here)."""
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+
+
 @pytest.fixture
 def declaration() -> Declaration:
     return declare(
@@ -82,12 +91,13 @@ def batch_rows(bounds: list[tuple[int, int, int]]) -> list[dict[str, Any]]:
     ]
 
 
-def plan_window(url: str, bounds: list[tuple[int, int, int]]) -> int:
+def plan_window(url: str, bounds: list[tuple[int, int, int]], plan: PlanRecord | None = None) -> int:
     """A window of iqp_q6 planned as `bounds` (see `batch_rows`); its id."""
     with session_scope(url) as s:
         store.register_query(s, dag_id="iqp_q6", name="q6", sql="SELECT 1", mode=Mode.STATIC, params={})
         units = max(last for _, _, last in bounds)
-        return store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, units, PlanRecord(), batch_rows(bounds))
+        record = plan or PlanRecord()
+        return store.record_plan(s, "iqp_q6", T0, T0 + WINDOW, T0 + 2 * WINDOW, units, record, batch_rows(bounds))
 
 
 @pytest.fixture
@@ -289,3 +299,42 @@ def test_a_replan_that_fails_leaves_the_batch_done_and_the_plan_as_it_was(
     assert summary.batches[0].status == BatchStatus.DONE
     assert summary.plan.replans == ()
     assert [b.last_tuple for b in summary.batches] == [4, 12, 20]
+
+
+def test_a_planned_batch_is_priced_again_when_it_is_cut(declaration: Declaration, tmp_path: Path) -> None:
+    """A window is planned at its start, before the previous window's last jobs ran: a batch cut
+    after a refit is priced by the model then (times the plan's margin), as a dynamic batch is,
+    and a retry keeps the price of its cut."""
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    plan = PlanRecord(rows_per_file=10_000, margin={"partial": 0.25})
+    window_id = plan_window(url, [(0, 1, 2), (1, 3, 4)], plan)
+    files = [landed(f"{n}.parquet", n) for n in range(1, 6)]
+
+    def learned(seconds: float) -> float:
+        """Jobs of 20k and 40k rows and a merge took `seconds` (the merge 1 s): the stored model's 20k rows."""
+        with session_scope(url) as s:
+            for rows, took in ((20_000, seconds), (40_000, 1.5 * seconds)):
+                observe(s, declaration, ExecutionPath.SPARK_SUBMIT, JobKind.PARTIAL, rows, took)
+            observe(s, declaration, ExecutionPath.SPARK_SUBMIT, JobKind.MERGE, 2, 1.0)
+            model = expected_model(s, declaration, ExecutionPath.SPARK_SUBMIT)
+        assert isinstance(model, LearnedCost)
+        return model.partial.cost(20_000)
+
+    def price(index: int) -> float:
+        with session_scope(url) as s:
+            return store.window_summary(s, window_id).batches[index].predicted_cost
+
+    expected = learned(2.0)
+    first = batch(declaration, window_id, 0, 2)
+    freeze(url, first, seen(files, 10))
+    assert price(0) == pytest.approx(expected * 1.25)
+    assert price(1) == 1.0  # not cut yet: the plan's price
+    slower = learned(4.0)
+    assert slower > 1.2 * expected
+    freeze(url, first, seen(files, 20))  # a retry: the files and the price of its cut
+    assert price(0) == pytest.approx(expected * 1.25)
+    freeze(url, batch(declaration, window_id, 1, None), seen(files, 120))  # 3 units at 10k rows
+    with session_scope(url) as s:
+        now = expected_model(s, declaration, ExecutionPath.SPARK_SUBMIT)
+    assert now is not None
+    assert price(1) == pytest.approx(now.partial.cost(30_000) * 1.25)
