@@ -54,6 +54,7 @@ def test_migration_creates_all_tables_and_matches_the_models(
         "stream_files",
         "results",
         "cost_models",
+        "executor_leases",
     }
     with engine(ledger_db).connect() as conn:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
