@@ -2,7 +2,9 @@
 released at the end of their billing unit (issue 25's BTU-aware controller, live).
 
 Each step reads the plan from the ledger (`runtime.capacity.needed`: the phase the windows are
-in, `LEAD` seconds ahead, never fewer than the granted jobs hold) and applies the BTU rule to the
+in, `LEAD` seconds ahead, never fewer than the granted jobs hold; at least one executor while
+the server runs any job, so that work outside the plan, a warm-up or a check, is never left
+without one) and applies the BTU rule to the
 executors that run (`planning.elastic.enact`): the shortfall is asked for at once; a surplus
 executor is kept until its paid unit is about to end and released then, unless the plan needs
 it again. Spark's own dynamic allocation, which scales on the backlog of tasks and releases
@@ -43,6 +45,10 @@ class Executors(Protocol):
         """Each running executor's registration time (epoch seconds)."""
         ...
 
+    def busy(self) -> bool:
+        """Whether the application has a Spark job running or waiting for executors."""
+        ...
+
     def request(self, total: int) -> None:
         """Ask the cluster for `total` executors in all."""
         ...
@@ -81,7 +87,7 @@ class LeaseController:
         started = self.executors.started()
         try:
             with session_scope(self.url, read_only=True) as session:
-                need = needed(session, self.settings, now, LEAD)
+                need = max(needed(session, self.settings, now, LEAD), int(self.executors.busy()))
         except SQLAlchemyError as err:
             log.warning("lease: the plan cannot be read (%s); holding %d executors", err, len(started))
             return
@@ -95,5 +101,5 @@ class LeaseController:
             self.total = action.total
         if action.release:
             killed = self.executors.release(action.release)
-            busy = sorted(set(action.release) - set(killed))
-            log.info("lease: released %s at the end of their paid unit%s", killed, f"; busy, kept: {busy}" * bool(busy))
+            if killed:
+                log.info("lease: released %s at the end of their paid unit", killed)

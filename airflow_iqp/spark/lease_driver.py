@@ -39,6 +39,10 @@ class SparkExecutors:
         stamps = self._jvm.scala.jdk.javaapi.CollectionConverters.asJava(backend.getExecutorsWithRegistrationTs())
         return {str(executor): int(ms) / 1000 for executor, ms in stamps.items() if backend.isExecutorActive(executor)}
 
+    def busy(self) -> bool:
+        """Some Spark job of the server's is active (running, or waiting for executors)."""
+        return len(self._context.statusTracker().getActiveJobIds()) > 0
+
     def request(self, total: int) -> None:
         """The cluster's target for this application (the standalone master's executor limit)."""
         self._context.requestTotalExecutors(total, 0, self._jvm.PythonUtils.toScalaMap({}))

@@ -1,7 +1,8 @@
 """The Connect server's lease controller on a real standalone cluster (`iqp connect-server start
 --cores plan`): with no window in the ledger, the executors the server started with are kept to
 the end of their paid unit and released then, not as soon as they are idle; once a window opens,
-the plan's open-phase cores are leased at once. The ledger records each executor's lease.
+the plan's open-phase cores are leased at once. A job outside the plan, once every executor is
+gone, gets one. The ledger records each executor's lease.
 About 50 s: a cluster, a server and one unit.
 """
 
@@ -21,6 +22,7 @@ from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime import capacity
 from airflow_iqp.runtime.leases import LEAD
 from airflow_iqp.settings import DispatchSettings
+from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.connect_server import free_port, start, stop
 from tests.spark.cluster import Cluster, Executor, executors, standalone_cluster
 
@@ -38,6 +40,12 @@ DEMAND = RecurringQuery(name="iqp_a", period=120, deadline=150, work=50, longest
 def lives(cluster: Cluster) -> list[Executor]:
     """The server's executors as the workers recorded them."""
     return [e for log in sorted(cluster.logs.glob("worker-*.log")) for e in executors(log)]
+
+
+def recorded(ledger: str) -> list[leases.Held]:
+    """The executor leases the controller recorded."""
+    with session_scope(ledger, read_only=True) as s:
+        return leases.held(s, datetime.min.replace(tzinfo=UTC), datetime.now(UTC))
 
 
 def wait(condition: Callable[[], bool], timeout: float, what: str) -> None:
@@ -71,7 +79,7 @@ def test_the_servers_executors_are_leased_as_the_plan_says_and_released_at_the_e
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     migrate(ledger)
     with standalone_cluster(tmp_path / "cluster") as cluster:
-        start(tmp_path / "server", port=free_port(), master=cluster.url, cores="plan", ledger=ledger)
+        server = start(tmp_path / "server", port=free_port(), master=cluster.url, cores="plan", ledger=ledger)
         try:
             wait(lambda: bool(lives(cluster)), 60, "the server starts with the executors the master gives it")
             wait(
@@ -83,10 +91,13 @@ def test_the_servers_executors_are_leased_as_the_plan_says_and_released_at_the_e
                 assert e.finished is not None
                 held = (e.finished - e.launched).total_seconds()
                 assert BTU / 2 <= held <= BTU + 10, f"executor {e.executor_id} held {held:.0f} s: idle, but paid"
-            with session_scope(ledger, read_only=True) as s:
-                recorded = leases.held(s, datetime.min.replace(tzinfo=UTC), datetime.now(UTC))
-            assert len(recorded) == len(lives(cluster)), "the ledger has every executor the workers launched"
-            assert all(h.end is not None for h in recorded), "and each one's release"
+            wait(
+                lambda: [h.end is not None for h in recorded(ledger)] == [True] * len(lives(cluster)),
+                5,
+                "the ledger has every executor the workers launched, and its release (the controller's next step)",
+            )
+            with ConnectJob(server.url_with_token, "iqp-lease-test") as job:  # outside the plan: not left waiting
+                assert job.spark.range(1000).count() == 1000
             cores = open_window(ledger)
             assert cores >= 1
             wait(
