@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
+    from sqlalchemy.orm import Session
+
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=120)
 # iqp_a's final work is due 30 s after its close: more than one core needs; iqp_b has room.
@@ -65,6 +67,23 @@ def register(url: str) -> dict[str, int]:
     return windows
 
 
+def request_merge(s: Session, windows: dict[str, int], query: str, now: datetime) -> None:
+    """The query's window's merge asks the dispatcher for the resource at `now`."""
+    deadline = next(d.deadline for d in DEMANDS if d.name == query)
+    dispatch.register(
+        s,
+        window_id=windows[query],
+        query=query,
+        kind=JobKind.MERGE,
+        slot=-1,
+        reason=BatchReason.ALL_PROCESSED,
+        deadline=T0 + timedelta(seconds=deadline),
+        remaining_cost=5.0,
+        lease_seconds=10.0,
+        now=now,
+    )
+
+
 def test_a_grant_gets_the_plans_cores_for_the_phase_the_windows_are_in(ledger: str) -> None:
     with session_scope(ledger) as s:
         assert capacity.grant_cores(s, PLAN, T0) is None, "no demand recorded: the connection's default"
@@ -103,18 +122,7 @@ def test_each_grants_cores_are_read_back_as_cores_over_time(ledger: str) -> None
     windows = register(ledger)
     granted_at = T0 + WINDOW + timedelta(seconds=1)
     with session_scope(ledger) as s:
-        dispatch.register(
-            s,
-            window_id=windows["iqp_a"],
-            query="iqp_a",
-            kind=JobKind.MERGE,
-            slot=-1,
-            reason=BatchReason.ALL_PROCESSED,
-            deadline=T0 + timedelta(seconds=150),
-            remaining_cost=5.0,
-            lease_seconds=10.0,
-            now=granted_at,
-        )
+        request_merge(s, windows, "iqp_a", granted_at)
         cores = capacity.grant_cores(s, PLAN, granted_at)
         (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=granted_at, cores=cores)
         dispatch.release(s, lease, granted_at + timedelta(seconds=7))
@@ -171,18 +179,7 @@ def test_a_lease_controller_keeps_the_cores_a_granted_job_holds_after_every_wind
     windows = register(ledger)
     granted_at = T0 + WINDOW + timedelta(seconds=1)
     with session_scope(ledger) as s:
-        dispatch.register(
-            s,
-            window_id=windows["iqp_b"],
-            query="iqp_b",
-            kind=JobKind.MERGE,
-            slot=-1,
-            reason=BatchReason.ALL_PROCESSED,
-            deadline=T0 + timedelta(seconds=360),
-            remaining_cost=5.0,
-            lease_seconds=10.0,
-            now=granted_at,
-        )
+        request_merge(s, windows, "iqp_b", granted_at)
         (lease,) = dispatch.grant(s, policy=Policy.EDF, resources=1, now=granted_at, cores=3)
         for window in windows.values():  # a late merge still running: the windows say none is due
             s.get_one(Window, window).status = WindowStatus.MERGED.value
