@@ -184,3 +184,12 @@ def test_a_server_whose_executors_follow_the_plan_runs_in_the_lease_driver_with_
     ), "the controller reads the plan from the ledger it is given"
     with pytest.raises(ValueError, match="runs in one JVM"):
         command(15002, "local[2]", "127.0.0.1", "2g", cores="plan")
+
+
+def test_cores_plan_on_a_local_master_is_refused_with_what_to_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = str(tmp_path / "state")
+    assert main(["connect-server", "start", "--cores", "plan", "--port", str(free_port()), "--state-dir", state]) == 2
+    assert "--cores plan leases a cluster's executors; master 'local[2]' runs in one JVM" in capsys.readouterr().err
+    assert status(tmp_path / "state") is None, "nothing started"
