@@ -31,7 +31,7 @@ def record(session: Session, application: str, started: Mapping[str, datetime], 
     """The application's running one-core executors as of `now` (each with its registration
     time): new ones recorded, those no longer running released at `now`.
     """
-    held = {
+    unreleased = {
         lease.executor: lease
         for lease in session.scalars(
             select(ExecutorLease).where(ExecutorLease.application == application, ExecutorLease.released_at.is_(None))
@@ -47,7 +47,7 @@ def record(session: Session, application: str, started: Mapping[str, datetime], 
     for executor, at in started.items():
         if executor not in known:
             session.add(ExecutorLease(application=application, executor=executor, cores=1, started_at=at))
-    for executor, lease in held.items():
+    for executor, lease in unreleased.items():
         if executor not in started:
             lease.released_at = now
 
