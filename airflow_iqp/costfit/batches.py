@@ -78,10 +78,13 @@ class Dataset:
 
 @dataclass(frozen=True)
 class TpchSource:
-    """One packaged TPC-H query over the generated stream: a unit is one file index."""
+    """One packaged TPC-H query over the generated stream: a unit is one file index; with
+    `files`, over the stream's first `files` only (one demo window's).
+    """
 
     data: Dataset
     query: QueryDefinition
+    files: int | None = None
 
     @property
     def name(self) -> str:
@@ -90,8 +93,8 @@ class TpchSource:
 
     @property
     def units(self) -> int:
-        """File indexes in the stream."""
-        return self.data.manifest.files
+        """File indexes in the stream (at most `files`)."""
+        return self.data.manifest.files if self.files is None else min(self.files, self.data.manifest.files)
 
     def partial_spec(self, units: range, output: Path) -> PartialSpec:
         """Every stream's files at `units`; static tables from the generated directories."""

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import ExecutionPath
@@ -30,32 +29,10 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
     from pathlib import Path
 
-    from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 # A window's files as 1, 2 and 4 batches (partials of all, a half and a quarter; merges of 1, 2
 # and 4), and a one-unit partial: a dynamic window's first batch while it measures its intercept.
 PLAN = Plan(splits=(1, 2, 4), single_partials=(1,))
-
-
-@dataclass(frozen=True)
-class WindowFiles:
-    """A query over the stream's first `units` files: one demo window's."""
-
-    source: TpchSource
-    units: int
-
-    @property
-    def name(self) -> str:
-        """The query's name."""
-        return self.source.name
-
-    def partial_spec(self, units: range, output: Path) -> PartialSpec:
-        """The source's partial over `units`."""
-        return self.source.partial_spec(units, output)
-
-    def merge_spec(self, partials: Sequence[Path], output: Path) -> MergeSpec:
-        """The source's merge of `partials`."""
-        return self.source.merge_spec(partials, output)
 
 
 def fitted_here(model: Path, about: dict[str, object]) -> bool:
@@ -81,7 +58,7 @@ def fit_priors(url: str, source: Path, queries: Sequence[str], units: int, out: 
             continue
         work = out / "work" / name
         try:
-            jobs = measure(WindowFiles(TpchSource(data, load_query(name)), units), runner, PLAN, work, lambda _: None)
+            jobs = measure(TpchSource(data, load_query(name), units), runner, PLAN, work, lambda _: None)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         write_model(model, name, about, {ExecutionPath.SPARK_CONNECT: jobs})

@@ -20,7 +20,7 @@ import math
 from typing import TYPE_CHECKING
 
 from airflow_iqp.planning.capacity import capacity
-from airflow_iqp.planning.elastic import LeasePool
+from airflow_iqp.planning.elastic import Lease, LeasePool
 from airflow_iqp.ui.models import CapacityPlan, CapacityView, CoreStep
 from airflow_iqp.ui.views import tick_step
 
@@ -172,7 +172,7 @@ def recorded(leases: Iterable[Held], since: datetime, now: datetime, btu: float)
         for h in leases
     ]
     kept = [(start, end, cores) for start, end, cores in spans if end > start]
-    bill = math.fsum(cores * max(1, math.ceil((end - start) / btu - 1e-9)) * btu for start, end, cores in kept)
+    bill = math.fsum(cores * Lease(start, end).units(btu) * btu for start, end, cores in kept)
     return steps(kept, span), bill
 
 

@@ -67,6 +67,15 @@ def register(url: str) -> dict[str, int]:
     return windows
 
 
+def phases(s: Session) -> tuple[int, int]:
+    """The plan's open- and closed-phase cores, both counts that meet every deadline."""
+    plan = capacity.plan(s, PLAN)
+    assert plan is not None
+    assert plan.open.cores is not None
+    assert plan.closed.cores is not None
+    return plan.open.cores, plan.closed.cores
+
+
 def request_merge(s: Session, windows: dict[str, int], query: str, now: datetime) -> None:
     """The query's window's merge asks the dispatcher for the resource at `now`."""
     deadline = next(d.deadline for d in DEMANDS if d.name == query)
@@ -89,17 +98,14 @@ def test_a_grant_gets_the_plans_cores_for_the_phase_the_windows_are_in(ledger: s
         assert capacity.grant_cores(s, PLAN, T0) is None, "no demand recorded: the connection's default"
     windows = register(ledger)
     with session_scope(ledger) as s:
-        plan = capacity.plan(s, PLAN)
-        assert plan is not None
-        assert plan.open.cores is not None
-        assert plan.closed.cores is not None
-        assert plan.open.cores < plan.closed.cores <= PLAN.max_cores, "the case the plan exists for"
-        assert capacity.grant_cores(s, PLAN, T0 + timedelta(seconds=60)) == plan.open.cores
-        assert capacity.grant_cores(s, PLAN, T0 + WINDOW) == plan.closed.cores, "closed, nothing merged"
+        opened, closed = phases(s)
+        assert opened < closed <= PLAN.max_cores, "the case the plan exists for"
+        assert capacity.grant_cores(s, PLAN, T0 + timedelta(seconds=60)) == opened
+        assert capacity.grant_cores(s, PLAN, T0 + WINDOW) == closed, "closed, nothing merged"
         s.get_one(Window, windows["iqp_a"]).status = WindowStatus.MERGED.value
-        assert capacity.grant_cores(s, PLAN, T0 + WINDOW + timedelta(seconds=20)) == plan.closed.cores, "iqp_b's due"
+        assert capacity.grant_cores(s, PLAN, T0 + WINDOW + timedelta(seconds=20)) == closed, "iqp_b's due"
         s.get_one(Window, windows["iqp_b"]).status = WindowStatus.MERGED.value
-        assert capacity.grant_cores(s, PLAN, T0 + WINDOW + timedelta(seconds=40)) == plan.open.cores, "all merged"
+        assert capacity.grant_cores(s, PLAN, T0 + WINDOW + timedelta(seconds=40)) == opened, "all merged"
 
 
 def test_without_the_plan_a_grant_gets_the_fixed_count_or_the_connections_default(ledger: str) -> None:
@@ -159,15 +165,12 @@ def test_a_lease_controller_needs_the_phases_cores_ahead_of_time_and_none_once_e
         assert capacity.needed(s, PLAN, T0, lead=10) == 0, "no demand recorded: nothing to lease"
     windows = register(ledger)
     with session_scope(ledger) as s:
-        plan = capacity.plan(s, PLAN)
-        assert plan is not None
-        assert plan.open.cores is not None
-        assert plan.closed.cores is not None
+        opened, closed = phases(s)
         assert capacity.needed(s, PLAN, T0 - timedelta(seconds=30), lead=10) == 0, "no window open yet"
-        assert capacity.needed(s, PLAN, T0 + timedelta(seconds=30), lead=10) == plan.open.cores
+        assert capacity.needed(s, PLAN, T0 + timedelta(seconds=30), lead=10) == opened
         closing = T0 + WINDOW - timedelta(seconds=5)
-        assert capacity.needed(s, PLAN, closing, lead=10) == plan.closed.cores, "the close is within the lead"
-        assert capacity.needed(s, PLAN, closing, lead=0) == plan.open.cores
+        assert capacity.needed(s, PLAN, closing, lead=10) == closed, "the close is within the lead"
+        assert capacity.needed(s, PLAN, closing, lead=0) == opened
         one = DispatchSettings(cores="plan", max_cores=1)
         assert capacity.needed(s, one, closing, lead=10) == 1, "at most max_cores"
         for window in windows.values():
