@@ -1,9 +1,12 @@
 """What Airflow pays per IQP DAG file parse and per task process start, against a one-task DAG.
 
-    flock /tmp/iqp-heavy.lock uv run python -m benchmarks.tierm.parse_cost
+    flock /tmp/iqp-heavy.lock uv run python -m benchmarks.tierm.parse_cost [--preload airflow_iqp.dag]
 
 - parse: as the DAG processor does it, a process with Airflow imported forks one child per file,
-  which builds the file's DagBag and serializes its DAGs; the child's CPU-seconds (wait4).
+  which builds the file's DagBag and serializes its DAGs; the child's CPU-seconds (wait4). A task
+  process parses its DAG file the same way, forked from its executor worker; `--preload` imports
+  modules in the parent first, as `[scheduler] mp_forkserver_preload` has the LocalExecutor's
+  workers do, so the child inherits them.
 - plugins: what a task process pays to load the plugins (macros, listeners) once the task runner
   is imported; each process that loads them pays it, and our timetable makes every parse load them.
 Run it in a fresh interpreter (AIRFLOW_HOME is set to a temporary directory before Airflow loads).
@@ -11,6 +14,8 @@ Run it in a fresh interpreter (AIRFLOW_HOME is set to a temporary directory befo
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import os
 import subprocess
 import sys
@@ -76,6 +81,9 @@ def parse_cpu(path: Path) -> float:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preload", default="", help="modules the parent imports before forking, comma-separated")
+    args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="iqp-parse-cost-"))
     os.environ["AIRFLOW_HOME"] = str(root)
     (root / "dags").mkdir()
@@ -92,10 +100,14 @@ def main() -> int:
     ]
     import airflow.sdk  # noqa: F401  the DAG processor's parent has Airflow imported
 
+    for module in filter(None, args.preload.split(",")):
+        importlib.import_module(module)
+
     began = time.strftime("%H:%M:%S")
     for name, path in files.items():
         cpu = [parse_cpu(path) for _ in range(REPEATS)]
-        print(f"{name}: one parse in the DAG processor's child: {' '.join(f'{c:.2f}' for c in cpu)} CPU-s")
+        preloaded = f" ({args.preload} preloaded)" if args.preload else ""
+        print(f"{name}: one parse in a forked child{preloaded}: {' '.join(f'{c:.2f}' for c in cpu)} CPU-s")
     print(f"plugins loaded in a task process: {' '.join(f'{c:.2f}' for c in plugins)} CPU-s ({began} UTC)")
     return 0
 
