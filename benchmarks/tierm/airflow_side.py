@@ -61,17 +61,12 @@ AFTER_S = 300.0  # how long after the last deadline results are still awaited
 # there; with 8 slots the 13 plans and 65 dynamic slots of the window's start queued behind each
 # other, and grants went to deferred tasks that resumed a minute later (--quick, 01:32 UTC,
 # 2026-11-27). An idle LocalExecutor worker costs memory, not CPU.
-# The LocalExecutor's workers come from a forkserver that has imported the package, so a task
-# process, forked from its worker, inherits what an IQP DAG file imports rather than importing it
-# again: the file's parse in a forked child fell from 0.55 to 0.06 CPU-s (`parse_cost --preload`).
 SETTINGS = {
     "AIRFLOW__IQP__POLICY": "llf",
     "AIRFLOW__CORE__PARALLELISM": "32",
     "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "8",
     "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
     "AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL": "600",
-    "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
-    "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD": "airflow_iqp.dag",
 }
 IQP_DAG = """
 from datetime import datetime, timedelta
