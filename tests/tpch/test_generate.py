@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_iqp.commands import data as data_command
 from airflow_iqp.tpch.generate import STATIC_TABLES, generate
@@ -18,8 +22,6 @@ from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest, part_name
 
 if TYPE_CHECKING:
     from pathlib import Path
-
-    import pyarrow as pa
 
 FILES = 7
 
@@ -72,6 +74,18 @@ def test_rows_equal_the_source_tables(generated: Path, source: Path) -> None:
         assert (
             pq.read_table(generated / "static" / table).num_rows == pq.read_table(source / f"{table}.parquet").num_rows
         )
+
+
+@given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(-(2**63), 2**63 - 1)), max_size=12))
+def test_rows_come_out_in_key_order_whether_or_not_they_came_in_so(rows: list[tuple[int, int, int]]) -> None:
+    """The split skips the sort when the keys are in order already: it must not skip it otherwise."""
+    from airflow_iqp.tpch.generate import _sorted_by
+
+    table = pa.table({"k": [r[0] for r in rows], "n": [r[1] for r in rows], "v": [r[2] for r in rows]})
+    result = _sorted_by(table, "k", "n")
+    out = list(zip(result["k"].to_pylist(), result["n"].to_pylist(), result["v"].to_pylist(), strict=True))
+    assert [r[:2] for r in out] == sorted(r[:2] for r in rows)
+    assert Counter(out) == Counter(rows)
 
 
 def test_manifest_counts_match_the_files(generated: Path) -> None:
