@@ -18,6 +18,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+import httpx
 import pytest
 from sqlalchemy import select
 
@@ -107,6 +108,23 @@ def _wait(what: str, done: Callable[[], bool], timeout: float, standalone: objec
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not within {timeout:g} s")
         time.sleep(2)
+
+
+def _complete_backfill(airflow: DemoAirflow, dag_id: str) -> None:
+    """Mark the DAG's backfill complete once every run of it has merged its window: the scheduler
+    does so only at its next 30 s tick (`_mark_backfills_complete`), and refuses another backfill
+    of the DAG until then. Cancelling fails only the backfill's queued runs: it has none left."""
+    credentials = airflow.password()
+    assert credentials is not None, "the simple auth manager wrote no password"
+    user, password = credentials
+    token = httpx.post(f"{airflow.api}/auth/token", json={"username": user, "password": password}, timeout=30)
+    token.raise_for_status()
+    headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
+    listed = httpx.get(f"{airflow.api}/api/v2/backfills", params={"dag_id": dag_id}, headers=headers, timeout=30)
+    listed.raise_for_status()
+    for running in [b for b in listed.json()["backfills"] if b["completed_at"] is None]:
+        cancelled = httpx.put(f"{airflow.api}/api/v2/backfills/{running['id']}/cancel", headers=headers, timeout=30)
+        assert cancelled.status_code in (200, 409), cancelled.text  # 409: the scheduler's tick came first
 
 
 def _settled(windows: list[store.WindowRow], at: datetime) -> list[store.WindowRow]:
@@ -244,6 +262,7 @@ def test_a_backfill_runs_behind_live_windows_and_again_replaces_its_results(
             standalone,
         )
         first = {w.window_start: w.result_uri for w in _merged(ledger, "sales_history")}
+        _complete_backfill(airflow, "sales_history")
         backfill("--reprocess-behavior", "completed")
         _wait(
             "every backfilled window merged again",
