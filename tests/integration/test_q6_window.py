@@ -43,9 +43,9 @@ if TYPE_CHECKING:
     from airflow_iqp.spark.connect_server import ConnectServer
 
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
-# The window opens this long after replay starts, so Airflow has planned it (about 12 s alone, 20 s
-# with the module's three runs at once) before its first files land.
-LEAD = timedelta(seconds=30)
+# The window opens this long after replay starts, so Airflow has planned it (13.5-16.5 s after the
+# start with the module's three runs at once, in our runs) before its first files land.
+LEAD = timedelta(seconds=25)
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
 from airflow_iqp import ArrivalRate, FileStream, intermittent_query
