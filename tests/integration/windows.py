@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from tests.integration.airflow_env import AirflowEnv
 
 
-# Files keep landing this long after the window closes, as they did before it.
-TAIL = timedelta(seconds=5)
+# Files keep landing this long after the window closes (and the replay's start-up, 2-4 s, later):
+# as long as its `airflow dags test` takes to merge it, not longer.
+TAIL = timedelta(seconds=1)
 
 
 def replay(
