@@ -16,7 +16,7 @@ import json
 import threading
 import time
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
@@ -110,19 +110,30 @@ def _wait(what: str, done: Callable[[], bool], timeout: float, standalone: objec
         time.sleep(2)
 
 
-def _complete_backfill(airflow: DemoAirflow, dag_id: str) -> None:
-    """Mark the DAG's backfill complete once every run of it has merged its window: the scheduler
+def _complete_backfill(airflow: DemoAirflow, dag_id: str, standalone: object) -> None:
+    """Once every run of the DAG's backfill has ended, mark the backfill complete: the scheduler
     does so only at its next 30 s tick (`_mark_backfills_complete`), and refuses another backfill
-    of the DAG until then. Cancelling fails only the backfill's queued runs: it has none left."""
+    of the DAG until then. A run still going (its window merged, its last task not done) would be
+    left out of the next backfill, hence the wait; cancelling then fails no run (queued ones only).
+    """
     credentials = airflow.password()
     assert credentials is not None, "the simple auth manager wrote no password"
     user, password = credentials
     token = httpx.post(f"{airflow.api}/auth/token", json={"username": user, "password": password}, timeout=30)
     token.raise_for_status()
     headers = {"Authorization": f"Bearer {token.json()['access_token']}"}
-    listed = httpx.get(f"{airflow.api}/api/v2/backfills", params={"dag_id": dag_id}, headers=headers, timeout=30)
-    listed.raise_for_status()
-    for running in [b for b in listed.json()["backfills"] if b["completed_at"] is None]:
+
+    def get(path: str, **params: str) -> Any:
+        response = httpx.get(f"{airflow.api}/api/v2/{path}", params=params, headers=headers, timeout=30)
+        response.raise_for_status()
+        return response.json()
+
+    def ended() -> bool:
+        runs = get(f"dags/{dag_id}/dagRuns", run_type="backfill")["dag_runs"]
+        return len(runs) == HISTORY and all(r["state"] in ("success", "failed") for r in runs)
+
+    _wait(f"every run of {dag_id}'s backfill ended", ended, 120, standalone)
+    for running in [b for b in get("backfills", dag_id=dag_id)["backfills"] if b["completed_at"] is None]:
         cancelled = httpx.put(f"{airflow.api}/api/v2/backfills/{running['id']}/cancel", headers=headers, timeout=30)
         assert cancelled.status_code in (200, 409), cancelled.text  # 409: the scheduler's tick came first
 
@@ -262,7 +273,7 @@ def test_a_backfill_runs_behind_live_windows_and_again_replaces_its_results(
             standalone,
         )
         first = {w.window_start: w.result_uri for w in _merged(ledger, "sales_history")}
-        _complete_backfill(airflow, "sales_history")
+        _complete_backfill(airflow, "sales_history", standalone)
         backfill("--reprocess-behavior", "completed")
         _wait(
             "every backfilled window merged again",
