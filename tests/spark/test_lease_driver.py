@@ -3,7 +3,7 @@
 the end of their paid unit and released then, not as soon as they are idle; once a window opens,
 the plan's open-phase cores are leased at once. A job outside the plan, once every executor is
 gone, gets one. The ledger records each executor's lease.
-About 50 s on two busy cores: a cluster, a server and one 20 s unit.
+About 45 s on two busy cores: a cluster, a server and one 20 s unit.
 """
 
 from __future__ import annotations
