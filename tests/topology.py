@@ -161,12 +161,16 @@ class Topology:
         raise TimeoutError(f"topology not up (last health: {health(self.api)}); see {self.home / 'logs'}")
 
     def stop(self, grace: float = 15) -> None:
-        """SIGTERM every group at once, then wait for each (SIGKILL what outlives `grace`)."""
-        for process in self.running.values():
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for process in self.running.values():
-            processes.stop_group(process.pid, grace)
-            process.poll()
+        """SIGTERM the workers' groups, then every other group at once, and wait for each (SIGKILL
+        what outlives `grace`). The workers go first: a task they run reports its end to the API
+        server, which, gone first, would leave it retrying until the SIGKILL."""
+        for first in (True, False):
+            group = [p for name, p in self.running.items() if (name in WORKERS) == first]
+            for process in group:
+                try:
+                    os.killpg(process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            for process in group:
+                processes.stop_group(process.pid, grace)
+                process.poll()

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from tests.integration.airflow_env import AirflowEnv
 
 
-WINDOW = timedelta(seconds=30)
+WINDOW = timedelta(seconds=20)  # every live-window test's: each second of it a test waits
 POLICY = Policy.EDF
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta

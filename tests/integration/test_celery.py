@@ -4,7 +4,7 @@ tests/topology.py runs Airflow as a multi-host deployment would, on this machine
 CeleryExecutor (Redis), two Celery workers, two schedulers, DAG processor, triggerer and API
 server, metadata and ledger on the session's PostgreSQL; every job on the session's Spark Connect
 server (one resource). TPC-H Q6, Q14 and Q1 (the packaged queries, two dynamic, one static) each
-run one 30 s window while the replayer lands lineitem files. Checked: the tasks of one window ran
+run one 20 s window while the replayer lands lineitem files. Checked: the tasks of one window ran
 on both workers (each worker's log names the task attempts it executed) and every Spark job on one of them,
 every file of every window in exactly one committed batch, every result equal to one Spark SQL
 pass, at most one job on the resource at any time and each grant to the request the policy ranked
@@ -28,7 +28,7 @@ from airflow_iqp.ledger import migrate, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.dispatch_dags import DYNAMIC, one_window, write_dag
+from tests.integration.dispatch_dags import DYNAMIC, WINDOW, one_window, write_dag
 from tests.integration.windows import check_window, declaration, replay
 from tests.postgres import create_database
 from tests.topology import WORKERS, Topology
@@ -40,8 +40,9 @@ if TYPE_CHECKING:
 
     from airflow_iqp.spark.connect_server import ConnectServer
 
-WINDOW = timedelta(seconds=30)
-LEAD = timedelta(seconds=15)  # the DAG processor parses the files and the schedulers see them before the window opens
+# The DAG processor finds the files within its 5 s refresh and parses them (4 s in our runs) before the
+# window opens; were it later, the run would start late inside its window, not be skipped.
+LEAD = timedelta(seconds=10)
 POLICY = Policy.EDF
 # dag_id: (query, deadline in s, mode): two dynamic queries (one cut in two or more batches), one static.
 QUERIES = {

@@ -32,8 +32,7 @@ from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.ledger.models import StreamFile
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.dispatch_dags import DYNAMIC, report, run_dags, write_dag
-from tests.integration.dispatch_dags import WINDOW as SLOW_WINDOW
+from tests.integration.dispatch_dags import DYNAMIC, WINDOW, report, run_dags, write_dag
 from tests.integration.windows import check_window, declaration, replay
 
 if TYPE_CHECKING:
@@ -43,11 +42,10 @@ if TYPE_CHECKING:
 
     from airflow_iqp.spark.connect_server import ConnectServer
 
-WINDOW = timedelta(seconds=20)
 SPEEDUP = 2.0  # generated at one file per second, replayed at two: 40 files a window
-# The window opens this long after replay starts, so Airflow has planned it (about 12 s alone, 20 s
-# with the module's three runs at once) before its first files land.
-LEAD = timedelta(seconds=30)
+# The window opens this long after replay starts, so Airflow has planned it (13.5-16.5 s after the
+# start with the module's three runs at once, in our runs) before its first files land.
+LEAD = timedelta(seconds=25)
 DAG_FILE = """
 from datetime import UTC, datetime, timedelta
 from airflow_iqp import ArrivalRate, FileStream, intermittent_query
@@ -148,7 +146,7 @@ def slow_run(env: AirflowEnv, stream: Path) -> Run:
     """Declared at 2 files/s, replayed at 0.5."""
     landing = env.home / "landing"
     write_dag(env.home, env.dags, "iqp_slow_q6", "q6", 120, landing, DYNAMIC.format(alpha=0.3), {})
-    process, start = replay(stream, landing, 0.5, SLOW_WINDOW, LEAD)
+    process, start = replay(stream, landing, 0.5, WINDOW, LEAD)
     try:
         run_dags({"iqp_slow_q6": env}, start)
     finally:
@@ -257,7 +255,7 @@ def test_a_corrupt_file_fails_its_batch_and_the_retry_reads_it_landed_again(runs
 
 
 def test_slow_input_fires_a_batch_by_time_and_holds_the_deadline(runs: Runs, spark: SparkSession) -> None:
-    """MinBatch (a share of the 60 declared files) never lands in time, so the first batch fires
+    """MinBatch (20 of the 40 declared files) never lands in time, so the first batch fires
     when MinBatch should have arrived, with fewer files."""
     run = runs.slow
     window = check_window(run.env.ledger, spark, declaration(run.env, run.dag_id), run.start)

@@ -5,6 +5,7 @@ own oracle finds them in the landing directories, not as the package lists them)
 
 from __future__ import annotations
 
+import math
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ from airflow_iqp.constants import BatchStatus, WindowStatus
 from airflow_iqp.demo.examples import Example, load_examples
 from airflow_iqp.demo.verify import verify_window, window_paths
 from airflow_iqp.ledger import session_scope, store
+from airflow_iqp.tpch.manifest import MANIFEST_NAME, load_manifest
 from tests.integration.airflow_env import BIN, next_window_start
 from tests.oracle import arrived_in
 
@@ -24,12 +26,24 @@ if TYPE_CHECKING:
     from tests.integration.airflow_env import AirflowEnv
 
 
+# Files keep landing this long after the window closes (and the replay's start-up, 2-4 s, later):
+# as long as its `airflow dags test` takes to merge it, not longer.
+TAIL = timedelta(seconds=1)
+
+
 def replay(
     stream: Path, landing: Path, speedup: float, window: timedelta, lead: timedelta
 ) -> tuple[subprocess.Popen[str], datetime]:
-    """Start `iqp data replay` (file i lands i / speedup seconds from now); returns the process and
-    the first window that opens at least `lead` from now, so Airflow is up before its files land."""
+    """Start `iqp data replay` (the i-th file it lands, i / speedup stream seconds from now); returns
+    the process and the first window that opens at least `lead` from now, so Airflow is up before
+    its files land. It replays the stream's last files, as many as land until `TAIL` after that
+    window closes: a test that waits for the producer to end waits no longer than for the window.
+    """
     started = datetime.now(UTC)
+    start = next_window_start(window, started + lead)
+    manifest = load_manifest(stream / MANIFEST_NAME)
+    landing_for = (start + window + TAIL - started).total_seconds() * speedup / manifest.seconds_per_file
+    first = max(0, manifest.files - 1 - math.ceil(landing_for))
     process = subprocess.Popen(
         [
             str(BIN / "iqp"),
@@ -41,12 +55,14 @@ def replay(
             str(landing),
             "--speedup",
             str(speedup),
+            "--start-index",
+            str(first),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
     )
-    return process, next_window_start(window, started + lead)
+    return process, start
 
 
 def declaration(env: AirflowEnv, dag_id: str) -> Declaration:

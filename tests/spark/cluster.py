@@ -155,6 +155,13 @@ def standalone_cluster(logs: Path, timeout: float = 90.0, worker_cores: int = 1)
                 logs / "master.log",
             )
         )
+        give_up = time.monotonic() + timeout
+        # A worker whose registration reaches the master before it is leader is ignored and tries
+        # again only 5-15 s later (Spark's own interval): 11 s of a cluster's start in our runs.
+        while not _alive(cluster):
+            if master.poll() is not None or time.monotonic() > give_up:
+                raise RuntimeError(f"the standalone master did not come up (logs in {logs}): {_tails(logs)}")
+            time.sleep(0.25)
         workers = [
             stack.enter_context(
                 daemon(
@@ -177,13 +184,19 @@ def standalone_cluster(logs: Path, timeout: float = 90.0, worker_cores: int = 1)
             )
             for i in range(WORKERS)
         ]
-        give_up = time.monotonic() + timeout
         while not _all_registered(cluster):
             exited = [p for p in (master, *workers) if p.poll() is not None]
             if exited or time.monotonic() > give_up:
                 raise RuntimeError(f"the standalone cluster did not come up (logs in {logs}): {_tails(logs)}")
             time.sleep(0.5)
         yield cluster
+
+
+def _alive(cluster: Cluster) -> bool:
+    try:
+        return cluster.state()["status"] == "ALIVE"
+    except (OSError, ValueError):
+        return False  # the master's UI is not up yet, or answers an empty page while it starts
 
 
 def _all_registered(cluster: Cluster) -> bool:
