@@ -32,7 +32,8 @@ windows so that the machine's drift over the run falls on both sides. At 300,000
 (one batch ~1.1 s): +0.5, -0.7, -6.3, +0.7, +6.0, +2.3%, and once -10.2%. At 600,000 (~2 s,
 as here) the one-batch windows' partials ran 5-8% slower than the single batches measured
 right after them over the last window's files (-6.9, -9.2%): those files had been read before,
-the windows' own not. So every window's files are read once first, unrecorded: +0.4, -4.6, +5.7, +1.9%.
+the windows' own not. So every window's files are read once first, unrecorded: +0.4, -4.6, +5.7, +1.9, -1.3, +1.0,
+-2.2%.
 """
 
 from __future__ import annotations
