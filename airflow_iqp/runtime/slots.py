@@ -1,12 +1,10 @@
 """Dynamic mode: what one mapped batch slot of a window may do now — wait, run, or skip.
 
-A window gets more slots than it should need (DynamicBatching.slots). Slots take turns: slot
-k cuts the window's k-th batch, so when a batch becomes eligible (dynamic/eligibility.py:
-MinBatch landed, the window's input final, the window closed, or input running late) one slot
-registers with the dispatcher and the others keep waiting. Unordered, every free slot's trigger
-fired at once, and each firing took a task process only to find the batch queued by another
-(the ledger lets one request per window be open, so a query runs one batch at a time). The
-slot that is granted cuts the batch: it freezes the landed units no batch has taken, at most
+A window gets more slots than it should need (DynamicBatching.slots). Slots are not ordered:
+whichever sees a batch become eligible first (dynamic/eligibility.py: MinBatch landed, the
+window's input final, the window closed, or input running late) registers with the dispatcher;
+the ledger lets one request per window be open, so a query runs one batch at a time. The slot
+that is granted cuts the batch: it freezes the landed units no batch has taken, at most
 max_batch of them (the tau_max bound), except the last free slot, which waits until the
 window's input is final and takes the rest. While the cost model has no per-job cost of its
 own (`runtime.costs.measures_intercept`), the window's first batch is one unit, cut as soon as
@@ -81,8 +79,6 @@ def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now:
     if holder is not None:
         action = SlotAction.RUN if holder.slot == spec.slot else SlotAction.WAIT  # run: this slot registered already
         return SlotDecision(action, BatchReason(holder.reason), take, processed, batches)
-    if spec.slot != batches:  # not this slot's turn: not yet, or it has had it
-        return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     if selection.final and not waiting:  # no unit at all: one empty batch, so the merge has a partial
         return SlotDecision(SlotAction.RUN, BatchReason.ALL_IN, (), processed, batches)
     if last:

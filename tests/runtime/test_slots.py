@@ -142,9 +142,9 @@ def test_slow_input_fires_when_min_batch_should_have_landed(world: tuple[str, Dy
 def test_closed_window_runs_what_is_left_and_skips_once_all_is_taken(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
     seen = listing(*range(10))
-    cut(url, spec, 0, list(range(7)))
-    assert at(url, spec, seen, 50, slot=1).action is SlotAction.WAIT  # 3 waiting, fewer than MinBatch, window open
-    decision = at(url, spec, seen, 100, slot=1)
+    cut(url, spec, 1, list(range(7)))
+    assert at(url, spec, seen, 50).action is SlotAction.WAIT  # 3 waiting, fewer than MinBatch, window open
+    decision = at(url, spec, seen, 100)
     assert (decision.action, decision.reason, taken(decision), decision.processed, decision.batches) == (
         SlotAction.RUN,
         BatchReason.ALL_IN,
@@ -152,8 +152,8 @@ def test_closed_window_runs_what_is_left_and_skips_once_all_is_taken(world: tupl
         7,
         1,
     )
-    cut(url, spec, 1, [7, 8, 9])
-    decision = at(url, spec, seen, 101, slot=2)
+    cut(url, spec, 2, [7, 8, 9])
+    decision = at(url, spec, seen, 101)
     assert (decision.action, decision.processed, decision.batches) == (SlotAction.SKIP, 10, 2)
 
 
@@ -198,26 +198,14 @@ def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, DynamicSlot]) -
     assert (holder.action, holder.reason) == (SlotAction.RUN, BatchReason.MIN_BATCH)
 
 
-def test_the_slots_take_turns_so_one_runs_when_a_batch_becomes_eligible(world: tuple[str, DynamicSlot]) -> None:
-    url, spec = world
-    seen = listing(*range(8))  # MinBatch (4) landed twice over
-    runs = [slot for slot in range(spec.slots) if at(url, spec, seen, 10, slot=slot).action is SlotAction.RUN]
-    assert runs == [0]
-    cut(url, spec, 0, [0, 1, 2, 3])
-    with session_scope(url) as s:
-        store.finish_batch(s, spec.window_id, 0, T0, T0, 4, 1.0, "/out/0")
-    runs = [slot for slot in range(spec.slots) if at(url, spec, seen, 10, slot=slot).action is SlotAction.RUN]
-    assert runs == [1]  # slot 0 has had its turn
-
-
 def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(world: tuple[str, DynamicSlot]) -> None:
     url, spec = world
-    for slot, indexes in ((0, [0]), (1, [1]), (2, [2])):  # three of four slots used up
+    for slot, indexes in ((1, [0]), (2, [1]), (3, [2])):  # three of four slots used up
         cut(url, spec, slot, indexes)
     seen = listing(*range(10))
-    waiting = at(url, spec, seen, 99, slot=3)  # every expected file is there, but more may come until the window ends
+    waiting = at(url, spec, seen, 99)  # every expected file is there, but more may come until the window ends
     assert (waiting.action, waiting.reason) == (SlotAction.WAIT, None)
-    decision = at(url, spec, seen, 100, slot=3)
+    decision = at(url, spec, seen, 100)
     assert (decision.action, decision.reason) == (SlotAction.RUN, BatchReason.ALL_IN)
     assert taken(decision) == [name(i) for i in range(3, 10)]  # 7 units: past max_batch
 
@@ -226,11 +214,11 @@ def test_a_close_marker_makes_the_input_final_before_the_window_ends(world: tupl
     url, spec = world
     streams = {"lineitem": FileStream("/data/lineitem", close_marker="_SUCCESS")}
     marker = DataFile("lineitem", "file:///data/lineitem/_SUCCESS", "_SUCCESS", 0, T0 + timedelta(seconds=20))
-    for slot, indexes in ((0, [0]), (1, [1]), (2, [2])):
+    for slot, indexes in ((1, [0]), (2, [1]), (3, [2])):
         cut(url, spec, slot, indexes)
     files = tuple(landed(i) for i in range(5))
-    assert at(url, spec, Listing(files, (), streams), 30, slot=3).action is SlotAction.WAIT
-    decision = at(url, spec, Listing(files, (marker,), streams), 30, slot=3)
+    assert at(url, spec, Listing(files, (), streams), 30).action is SlotAction.WAIT
+    decision = at(url, spec, Listing(files, (marker,), streams), 30)
     assert (decision.action, taken(decision)) == (SlotAction.RUN, [name(3), name(4)])
 
 
