@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from airflow.sdk.exceptions import AirflowSkipException
+from airflow.triggers.base import StartTriggerArgs
 
 from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, OnCorrupt
 from airflow_iqp.dynamic import window_remaining, work_left
@@ -46,6 +47,7 @@ from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
 from airflow_iqp.streams.quarantine import quarantine
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
+from airflow_iqp.triggers.partial_start import PartialStartTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
 
 if TYPE_CHECKING:
@@ -68,6 +70,14 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
     """
 
     operator_extra_links = (BatchOutputLink(),)
+    # Each task starts waiting in the triggerer, with no task process (see
+    # airflow_iqp.triggers.partial_start); `airflow dags test` runs `execute` instead.
+    start_from_trigger = True
+    start_trigger_args = StartTriggerArgs(
+        trigger_cls=f"{PartialStartTrigger.__module__}.{PartialStartTrigger.__qualname__}",
+        trigger_kwargs={"poll_interval": 1.0},
+        next_method="on_started",
+    )
 
     def __init__(self, *, batch: dict[str, Any], declaration: Declaration, work_dir: str, **kwargs: Any) -> None:
         super().__init__(application=str(JOBS_DIR / "partial_job.py"), env_vars=spark_env(), **kwargs)
@@ -121,6 +131,12 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         if (output := self.already_done(context)) is not None:
             return output
         return self.work.wait(context)
+
+    def on_started(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Back from `PartialStartTrigger`: the batch may queue now; `execute` (its units or its
+        slot's eligibility are checked once more there).
+        """
+        return self.execute(context)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Static: the batch's units are there (or the input is final); queue for the resource."""
@@ -284,22 +300,14 @@ class StaticBatchWork(BatchWork[StaticBatch]):
 
     def wait(self, context: Context) -> Any:
         """Wait in the triggerer for the batch's units, or for the input to be final."""
-        trigger = self._input_trigger()
+        trigger = WindowInputTrigger.for_batch(self.descriptor)
         if trigger.ready() is None:
             self.task.defer(trigger=trigger, method_name="on_landed")
         return self.task.on_landed(context)
 
     def wait_again(self, context: Context) -> Any:
         """Wait in the trigger again, which fires at once, and queue again."""
-        self.task.defer(trigger=self._input_trigger(), method_name="on_landed")
-
-    def _input_trigger(self) -> WindowInputTrigger:
-        """Waits for the batch's units as far as the ledger's plan for it reaches when it looks
-        (a replan may have moved it; see `runtime.replan`), or for the input to be final.
-        """
-        b = self.descriptor
-        where = None if b.upto is None else (b.window_id, b.index)
-        return WindowInputTrigger(b.input, b.upto, batch=where)
+        self.task.defer(trigger=WindowInputTrigger.for_batch(self.descriptor), method_name="on_landed")
 
     def remaining(
         self, session: Session, window: WindowRow, model: CostModel | None, listed: WindowSelection | None

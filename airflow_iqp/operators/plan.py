@@ -26,6 +26,7 @@ Static batches are cut by count: batch i takes the untaken units among the windo
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -369,6 +370,7 @@ class PlanWindowOperator(BaseOperator):
             slots,
             "; the first batch one unit, for the cost model's intercept" if first_unit else "",
         )
+        planned_at = time.time()  # when the slots' turns begin (`runtime.slots`)
         return [
             DynamicSlot(
                 window_id=window_id,
@@ -379,6 +381,7 @@ class PlanWindowOperator(BaseOperator):
                 min_batch=batching.min_batch.size,
                 max_batch=batching.max_batch,
                 first_unit=first_unit,
+                planned_at=planned_at,
             ).to_dict()
             for slot in range(slots)
         ]

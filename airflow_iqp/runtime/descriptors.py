@@ -58,6 +58,7 @@ class DynamicSlot(_Descriptor):
     min_batch: int
     max_batch: int
     first_unit: bool = False  # the window's first batch is one unit (`runtime.costs.measures_intercept`)
+    planned_at: float = 0.0  # epoch seconds the slots were handed out; 0: planned before they took turns
 
     @property
     def label(self) -> str:

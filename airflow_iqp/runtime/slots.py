@@ -1,9 +1,14 @@
 """Dynamic mode: what one mapped batch slot of a window may do now — wait, run, or skip.
 
-A window gets more slots than it should need (DynamicBatching.slots). Slots are not ordered:
-whichever sees a batch become eligible first (dynamic/eligibility.py: MinBatch landed, the
-window's input final, the window closed, or input running late) registers with the dispatcher;
-the ledger lets one request per window be open, so a query runs one batch at a time. The slot
+A window gets more slots than it should need (DynamicBatching.slots). When a batch becomes
+eligible (dynamic/eligibility.py: MinBatch landed, the window's input final, the window closed,
+or input running late), the slot whose turn it is registers with the dispatcher: the lowest
+slot that has cut no batch. Without turns every waiting slot's trigger fired at once and each
+took a task process only to find the batch queued by another. A turn yields: once a batch has
+been eligible for YIELD_AFTER seconds with no slot registered, any slot may take it, so a slot
+that is not waiting (`airflow dags test` runs one task at a time, in no set order; a task
+cleared or failed) holds nothing up. The ledger lets one request per window be open, so a
+query runs one batch at a time. The slot
 that is granted cuts the batch: it freezes the landed units no batch has taken, at most
 max_batch of them (the tau_max bound), except the last free slot, which waits until the
 window's input is final and takes the rest. While the cost model has no per-job cost of its
@@ -29,10 +34,15 @@ from airflow_iqp.ledger.models import Batch, DispatchRequest
 from airflow_iqp.runtime.inputs import untaken
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from sqlalchemy.orm import Session
 
     from airflow_iqp.runtime.descriptors import DynamicSlot
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
+
+
+YIELD_AFTER = 10.0  # seconds a batch waits for the slot in turn; its trigger looks every second
 
 
 class SlotAction(StrEnum):
@@ -79,23 +89,63 @@ def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now:
     if holder is not None:
         action = SlotAction.RUN if holder.slot == spec.slot else SlotAction.WAIT  # run: this slot registered already
         return SlotDecision(action, BatchReason(holder.reason), take, processed, batches)
-    if selection.final and not waiting:  # no unit at all: one empty batch, so the merge has a partial
-        return SlotDecision(SlotAction.RUN, BatchReason.ALL_IN, (), processed, batches)
-    if last:
-        if not selection.final:
-            return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-        return SlotDecision(SlotAction.RUN, BatchReason.ALL_IN, take, processed, batches)
     window = spec.window_input
     start, end = window.window_start.timestamp(), window.window_end.timestamp()
     min_batch = 1 if one_unit else spec.min_batch
     late_at = expected_time_of(processed + min_batch, spec.expected_files, start, end)
-    reason = batch_reason(
-        waiting=len(waiting),
-        min_batch=min_batch,
-        all_in=selection.final,
-        window_closed=now >= end,
-        input_late=now >= late_at,
-    )
+    if selection.final and (last or not waiting):  # the rest, or one empty batch so the merge has a partial
+        reason: BatchReason | None = BatchReason.ALL_IN
+    elif last:
+        reason = None
+    else:
+        found = batch_reason(
+            waiting=len(waiting),
+            min_batch=min_batch,
+            all_in=selection.final,
+            window_closed=now >= end,
+            input_late=now >= late_at,
+        )
+        reason = None if found is None else BatchReason(found)
     if reason is None:
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-    return SlotDecision(SlotAction.RUN, BatchReason(reason), take, processed, batches)
+    free = free_slots(session, spec)
+    if spec.slot not in free:  # it has had a turn: it waits until nothing is left, then skips
+        return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
+    if spec.slot != min(free):
+        since = max(eligible_since(selection, waiting, min_batch, late_at, now), turn_began(session, spec))
+        if now < since + YIELD_AFTER:
+            return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
+    return SlotDecision(SlotAction.RUN, reason, take, processed, batches)
+
+
+def free_slots(session: Session, spec: DynamicSlot) -> set[int]:
+    """The window's slots that have cut no batch; the lowest has the turn."""
+    used = set(session.scalars(select(Batch.slot).where(Batch.window_id == spec.window_id)))
+    return set(range(spec.slots)) - used
+
+
+def turn_began(session: Session, spec: DynamicSlot) -> float:
+    """When the current turn began: the window's last batch ended (or was cut, if it has not
+    ended), or the slots were handed out.
+    """
+    last = session.scalar(
+        select(func.max(func.coalesce(Batch.actual_end, Batch.release))).where(Batch.window_id == spec.window_id)
+    )
+    return spec.planned_at if last is None else max(spec.planned_at, last.timestamp())
+
+
+def eligible_since(
+    selection: WindowSelection, waiting: Sequence[InputUnit], min_batch: int, late_at: float, now: float
+) -> float:
+    """The first time a batch was eligible by the conditions that hold at `now` (the input is
+    final from when it is certain to be, or from now if a close marker made it so).
+    """
+    end, final_at = selection.end.timestamp(), selection.final_at.timestamp()
+    since = [end] if now >= end else []
+    if len(waiting) >= min_batch:
+        since.append(waiting[min_batch - 1].arrived.timestamp())
+    if selection.final:
+        since.append(final_at if now >= final_at else now)
+    if now >= late_at:
+        since.append(late_at)
+    return min(since, default=now)

@@ -21,6 +21,8 @@ from airflow_iqp.triggers.polling import PollingTrigger
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    from airflow_iqp.runtime.descriptors import StaticBatch
+
 
 class WindowInputTrigger(PollingTrigger):
     """Fires once the window has at least `need` units, or its input is final (`need` None: only then).
@@ -39,6 +41,14 @@ class WindowInputTrigger(PollingTrigger):
         self.input = input
         self.need = need
         self.batch = None if batch is None else (int(batch[0]), int(batch[1]))  # a list after a round trip
+
+    @classmethod
+    def for_batch(cls, batch: StaticBatch, poll_interval: float = 1.0) -> WindowInputTrigger:
+        """Waits for a planned batch's units as far as the ledger's plan for it reaches when it
+        looks (a replan may have moved it; see `runtime.replan`), or for the input to be final.
+        """
+        where = None if batch.upto is None else (batch.window_id, batch.index)
+        return cls(batch.input, batch.upto, poll_interval, batch=where)
 
     def arguments(self) -> dict[str, Any]:
         """See the base class."""

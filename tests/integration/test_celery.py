@@ -183,6 +183,16 @@ def test_three_queries_on_two_celery_workers_and_two_schedulers(
     print(f"test {time.monotonic() - began:.0f} s")
     assert set().union(*tasks.values()) <= set(WORKERS), tasks
     assert any(len(count) == len(WORKERS) for count in tasks.values()), f"no window's tasks ran on both: {tasks}"
+    # A partial task starts in the triggerer and takes a worker only with a batch to run: an
+    # unused dynamic slot never ran on one.
+    for window in windows.values():
+        mapped = {b.index if b.slot is None else b.slot for b in window.batches}
+        ran = {
+            int(key.split("/")[3])
+            for key in hosts
+            if key.startswith(f"{window.dag_id}/") and "/partial_aggregate/" in key
+        }
+        assert ran <= mapped, f"{window.dag_id}: partial tasks {sorted(ran - mapped)} cut no batch but ran on a worker"
 
     # One job at a time on the one resource: the leases never overlap.
     assert all(r.resource_id == 0 for r in granted)

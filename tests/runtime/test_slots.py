@@ -14,7 +14,7 @@ from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning.record import PlanRecord
 from airflow_iqp.runtime.descriptors import DynamicSlot
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec
-from airflow_iqp.runtime.slots import SlotAction, SlotDecision, decide
+from airflow_iqp.runtime.slots import YIELD_AFTER, SlotAction, SlotDecision, decide
 from airflow_iqp.streams.assign import select_window
 from airflow_iqp.streams.files import DataFile, StreamListing
 from airflow_iqp.streams.spec import FileStream
@@ -196,6 +196,42 @@ def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, DynamicSlot]) -
     assert at(url, spec, seen, 10, slot=0).action is SlotAction.WAIT
     holder = at(url, spec, seen, 10, slot=3)
     assert (holder.action, holder.reason) == (SlotAction.RUN, BatchReason.MIN_BATCH)
+
+
+def running(url: str, spec: DynamicSlot, seen: Listing, seconds: float) -> list[int]:
+    """The slots that would run at `seconds`."""
+    return [slot for slot in range(spec.slots) if at(url, spec, seen, seconds, slot=slot).action is SlotAction.RUN]
+
+
+def test_the_slots_take_turns_so_one_runs_when_a_batch_becomes_eligible(world: tuple[str, DynamicSlot]) -> None:
+    url, spec = world
+    seen = listing(*range(8))  # MinBatch (4) landed 4 s in, and again by 8 s
+    assert running(url, spec, seen, 10) == [0]
+    cut(url, spec, 0, [0, 1, 2, 3])
+    with session_scope(url) as s:
+        store.finish_batch(s, spec.window_id, 0, T0, T0 + timedelta(seconds=20), 4, 1.0, "/out/0")
+    assert running(url, spec, seen, 21) == [1]  # slot 0 has had its turn
+
+
+def test_a_turn_yields_once_a_batch_has_waited_for_its_slot(world: tuple[str, DynamicSlot]) -> None:
+    url, spec = world
+    seen = listing(*range(8))
+    eligible = 4  # MinBatch landed
+    assert running(url, spec, seen, eligible + YIELD_AFTER - 1) == [0]
+    assert running(url, spec, seen, eligible + YIELD_AFTER) == [0, 1, 2, 3]  # slot 0 is not there to take it
+    cut(url, spec, 2, [0, 1, 2, 3])  # a slot out of turn took it: 0 is still the lowest without a batch
+    with session_scope(url) as s:
+        store.finish_batch(s, spec.window_id, 0, T0, T0 + timedelta(seconds=20), 4, 1.0, "/out/0")
+    assert running(url, spec, seen, 20 + YIELD_AFTER - 1) == [0]  # the turn began when the batch ended
+    assert running(url, spec, seen, 20 + YIELD_AFTER) == [0, 1, 3]
+
+
+def test_a_turn_begins_no_earlier_than_the_slots_were_handed_out(world: tuple[str, DynamicSlot]) -> None:
+    url, spec = world
+    planned = spec.model_copy(update={"planned_at": (T0 + timedelta(seconds=50)).timestamp()})
+    seen = listing(*range(8))  # landed long before the plan, as in a backfill
+    assert running(url, planned, seen, 50 + YIELD_AFTER - 1) == [0]
+    assert running(url, planned, seen, 50 + YIELD_AFTER) == [0, 1, 2, 3]
 
 
 def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(world: tuple[str, DynamicSlot]) -> None:
