@@ -290,6 +290,27 @@ def add_dynamic_batch(
     return index
 
 
+def hand_out(session: Session, window_id: int, handed: Sequence[Mapping[str, Any]]) -> None:
+    """Keep the batches or slots `plan` hands to `partial_aggregate` (by map index) in the
+    window's plan record, where a task started in the triggerer finds its own (`handed`).
+    """
+    window = lookup.window(session, window_id)
+    window.plan = PlanRecord.read(window.plan).model_copy(update={"handed": tuple(dict(d) for d in handed)}).dump()
+
+
+def handed(session: Session, dag_id: str, run_id: str, map_index: int) -> dict[str, Any]:
+    """The batch or slot the DAG run's `plan` handed to the `partial_aggregate` task at `map_index`."""
+    plan = session.scalars(
+        select(Window.plan)
+        .join(Query, Query.id == Window.query_id)
+        .where(Query.dag_id == dag_id, Window.run_id == run_id)
+    ).one_or_none()
+    found = () if plan is None else PlanRecord.read(plan).handed
+    if not 0 <= map_index < len(found):
+        raise LedgerLookupError("batch or slot handed out", f"{dag_id} / {run_id} / partial_aggregate {map_index}")
+    return found[map_index]
+
+
 def slot_batch(session: Session, window_id: int, slot: int) -> int | None:
     """The unfinished batch a dynamic slot cut before (its retry runs the same files again)."""
     return session.scalar(

@@ -118,18 +118,20 @@ class PlanWindowOperator(BaseOperator):
             else:
                 how, batches, admission, room = self.planned(session, self.sharing(session, rate, model, beside))
             window_id = self.record(session, context, batches, how, rate, model, backfill, admission, room)
+            handed = [
+                StaticBatch(
+                    window_id=window_id,
+                    index=b.index,
+                    upto=b.upto,
+                    planned_start=start + timedelta(seconds=b.start),
+                    predicted_cost=b.cost,
+                    input=window_input.to_dict(),
+                ).to_dict()
+                for b in batches
+            ]
+            store.hand_out(session, window_id, handed)
         self.log.info("window %s..%s: %s; %d batch(es)", start, end, how, len(batches))
-        return [
-            StaticBatch(
-                window_id=window_id,
-                index=b.index,
-                upto=b.upto,
-                planned_start=start + timedelta(seconds=b.start),
-                predicted_cost=b.cost,
-                input=window_input.to_dict(),
-            ).to_dict()
-            for b in batches
-        ]
+        return handed
 
     def historical(
         self,
@@ -371,7 +373,7 @@ class PlanWindowOperator(BaseOperator):
             "; the first batch one unit, for the cost model's intercept" if first_unit else "",
         )
         planned_at = time.time()  # when the slots' turns begin (`runtime.slots`)
-        return [
+        handed = [
             DynamicSlot(
                 window_id=window_id,
                 slot=slot,
@@ -385,6 +387,8 @@ class PlanWindowOperator(BaseOperator):
             ).to_dict()
             for slot in range(slots)
         ]
+        store.hand_out(session, window_id, handed)
+        return handed
 
 
 def _check_input_kept(

@@ -69,6 +69,9 @@ class PlanRecord(_Part):
     margin: dict[str, float] | None = None  # relative margins a refit model plans with
     dynamic: MinBatchPlan | None = None
     replans: tuple[ReplanNote, ...] = ()
+    # What `plan` handed to `partial_aggregate` (its XCom), by map index: a partial task that
+    # starts in the triggerer reads its own batch or slot here (`triggers.partial_start`)
+    handed: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def read(cls, raw: dict[str, Any]) -> PlanRecord:

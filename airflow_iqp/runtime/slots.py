@@ -5,10 +5,12 @@ eligible (dynamic/eligibility.py: MinBatch landed, the window's input final, the
 or input running late), the slot whose turn it is registers with the dispatcher: the lowest
 slot that has cut no batch. Without turns every waiting slot's trigger fired at once and each
 took a task process only to find the batch queued by another. A turn yields: once a batch has
-been eligible for YIELD_AFTER seconds with no slot registered, any slot may take it, so a slot
-that is not waiting (`airflow dags test` runs one task at a time, in no set order; a task
-cleared or failed) holds nothing up. The ledger lets one request per window be open, so a
-query runs one batch at a time. The slot
+been eligible for `patience` seconds since the turn began with no slot registered, any free
+slot may take it, so a slot that is not waiting (its task cleared or failed) holds nothing up.
+A slot that started in the triggerer waits YIELD_AFTER; one already on a worker process none,
+since taking the batch costs it nothing more (and `airflow dags test`, which runs a run's tasks
+one at a time in no set order, starts every slot on one). The ledger lets one request per
+window be open, so a query runs one batch at a time. The slot
 that is granted cuts the batch: it freezes the landed units no batch has taken, at most
 max_batch of them (the tau_max bound), except the last free slot, which waits until the
 window's input is final and takes the rest. While the cost model has no per-job cost of its
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
     from airflow_iqp.streams.assign import InputUnit, WindowSelection
 
 
-YIELD_AFTER = 10.0  # seconds a batch waits for the slot in turn; its trigger looks every second
+YIELD_AFTER = 10.0  # seconds a batch waits for the slot in turn (its trigger looks every second,
+# then a task process starts and registers)
 
 
 class SlotAction(StrEnum):
@@ -64,9 +67,12 @@ class SlotDecision:
     batches: int = 0  # batches cut so far
 
 
-def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now: float) -> SlotDecision:
+def decide(
+    session: Session, spec: DynamicSlot, selection: WindowSelection, now: float, patience: float = 0.0
+) -> SlotDecision:
     """Whether the slot waits, runs or skips at `now` (epoch seconds), from a listing of the
-    window's input and the ledger.
+    window's input and the ledger; out of turn, only once a batch has been eligible `patience`
+    seconds.
     """
     if store.slot_batch(session, spec.window_id, spec.slot) is not None:
         return SlotDecision(SlotAction.RUN, BatchReason.RETRY)  # this slot's batch failed before: same files again
@@ -111,9 +117,9 @@ def decide(session: Session, spec: DynamicSlot, selection: WindowSelection, now:
     free = free_slots(session, spec)
     if spec.slot not in free:  # it has had a turn: it waits until nothing is left, then skips
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-    if spec.slot != min(free):
+    if spec.slot != min(free) and patience > 0:
         since = max(eligible_since(selection, waiting, min_batch, late_at, now), turn_began(session, spec))
-        if now < since + YIELD_AFTER:
+        if now < since + patience:
             return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     return SlotDecision(SlotAction.RUN, reason, take, processed, batches)
 

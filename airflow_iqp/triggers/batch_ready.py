@@ -27,13 +27,16 @@ if TYPE_CHECKING:
 class BatchReadyTrigger(PollingTrigger):
     """Fires when `slots.decide` tells the slot to run or to skip."""
 
-    def __init__(self, spec: dict[str, Any], poll_interval: float = 1.0) -> None:  # spec: DynamicSlot.to_dict()
+    def __init__(
+        self, spec: dict[str, Any], poll_interval: float = 1.0, patience: float = 0.0
+    ) -> None:  # spec: DynamicSlot.to_dict(); patience: see `slots.decide`
         super().__init__(poll_interval)
         self.spec = spec
+        self.patience = patience
 
     def arguments(self) -> dict[str, Any]:
         """See the base class."""
-        return {"spec": self.spec}
+        return {"spec": self.spec, "patience": self.patience}
 
     def look(self) -> SlotAction:
         """What the slot may do now."""
@@ -42,7 +45,7 @@ class BatchReadyTrigger(PollingTrigger):
             raise TypeError(f"a static batch waits in WindowInputTrigger, not here: {spec}")
         selection = spec.window_input.look_window()
         with session_scope(read_only=True) as session:
-            return decide(session, spec, selection, time.time()).action
+            return decide(session, spec, selection, time.time(), self.patience).action
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Poll on wall-clock multiples of the interval while the slot must wait."""

@@ -7,9 +7,12 @@ to defer, and an unused slot paid it for nothing. Started here, a task costs a p
 when it has a job to queue.
 
 The scheduler starts every mapped task with the same keyword arguments, so this trigger finds
-its batch or slot from its task instance (the `plan` task's XCom at its map index), then waits
-as the task would have: in `BatchReadyTrigger` (a slot) or `WindowInputTrigger` (a planned
-batch). Read-only, as those are.
+its batch or slot from its task instance: what the run's `plan` handed out at its map index,
+which `plan` keeps in the ledger (`store.handed`). Not from the plan's XCom: the triggerer's
+first XCom request starts its in-process execution API, about 4 CPU-seconds (10 s of a loaded
+2-core machine) that held back the first window's batches after every triggerer start. Then
+it waits as the task would have: in `BatchReadyTrigger` (a slot, out of its turn patient for
+`slots.YIELD_AFTER`) or `WindowInputTrigger` (a planned batch). Read-only, as those are.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
+from airflow_iqp.runtime.slots import YIELD_AFTER
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.polling import PollingTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
@@ -27,9 +32,6 @@ if TYPE_CHECKING:
 
     from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
     from airflow.triggers.base import TriggerEvent
-
-PLAN_TASK = "plan"
-XCOM_TIMEOUT = 60.0  # a request the triggerer cannot decode is never answered: fail, do not hang
 
 
 class PartialStartTrigger(PollingTrigger):
@@ -44,18 +46,17 @@ class PartialStartTrigger(PollingTrigger):
         ti = cast("RuntimeTaskInstance | None", self.task_instance)
         if ti is None:
             raise RuntimeError("PartialStartTrigger starts a task from the triggerer (start_from_trigger) only")
-        # One XCom by its map index: the triggerer's supervisor answers GetXCom, and leaves the
-        # request for a task's XComs of every map index (what a pull without one sends) unanswered.
-        try:
-            handed = await asyncio.wait_for(ti.axcom_pull(task_ids=PLAN_TASK, map_indexes=-1), XCOM_TIMEOUT)
-        except TimeoutError:
-            raise RuntimeError(
-                f"no answer in {XCOM_TIMEOUT:.0f} s from the triggerer for the {PLAN_TASK!r} task's XCom; see its log"
-            ) from None
-        found = descriptor(handed[ti.map_index])
+        index = -1 if ti.map_index is None else ti.map_index  # -1: not mapped, which `look_up` reports
+        found = descriptor(await asyncio.to_thread(self.look_up, ti.dag_id, ti.run_id, index))
         if isinstance(found, DynamicSlot):
-            return BatchReadyTrigger(found.to_dict(), self.poll_interval)
+            return BatchReadyTrigger(found.to_dict(), self.poll_interval, patience=YIELD_AFTER)
         return WindowInputTrigger.for_batch(found, self.poll_interval)
+
+    @staticmethod
+    def look_up(dag_id: str, run_id: str, map_index: int) -> dict[str, Any]:
+        """What the run's `plan` handed the task at `map_index`, from the ledger."""
+        with session_scope(read_only=True) as session:
+            return store.handed(session, dag_id, run_id, map_index)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """The waiting trigger's events."""

@@ -20,7 +20,7 @@ from airflow_iqp.exceptions import LedgerLookupError
 from airflow_iqp.ledger import engine, ledger_url, migrate, session_scope, store
 from airflow_iqp.ledger.models import Base, Batch, CostObservation, Query, Result, Window
 from airflow_iqp.planning.record import PlanRecord
-from tests.ledger.helpers import T0, data_file, planned_window
+from tests.ledger.helpers import DAG, T0, data_file, planned_window
 from tests.ledger.test_migrations import HEAD
 
 if TYPE_CHECKING:
@@ -383,3 +383,22 @@ def test_results_replace_the_current_one_and_keep_the_history(ledger_db: str) ->
         ("s3://out/w/1", 10, deadline, True, 0),
         ("s3://out/w/2", 13, deadline + timedelta(minutes=5), False, 2),
     ]
+
+
+def test_a_partial_task_finds_what_the_runs_plan_handed_it_by_map_index(ledger_db: str) -> None:
+    window_id = planned_window(ledger_db, run_id="scheduled__1")
+    handed = [{"kind": "slot", "window_id": window_id, "slot": slot} for slot in range(3)]
+    with session_scope(ledger_db) as s:
+        planned = PlanRecord.read(s.get_one(Window, window_id).plan)
+        store.hand_out(s, window_id, handed)
+    with session_scope(ledger_db, read_only=True) as s:
+        assert [store.handed(s, DAG, "scheduled__1", i) for i in range(3)] == handed
+        kept = PlanRecord.read(s.get_one(Window, window_id).plan)
+        assert kept == planned.model_copy(update={"handed": tuple(handed)})  # the rest of the plan as it was
+        for dag_id, run_id, index in (
+            (DAG, "scheduled__1", 3),
+            (DAG, "manual__2", 0),
+            ("iqp_other", "scheduled__1", 0),
+        ):
+            with pytest.raises(LedgerLookupError, match=f"{dag_id} / {run_id} / partial_aggregate {index}"):
+                store.handed(s, dag_id, run_id, index)

@@ -81,10 +81,12 @@ def world(tmp_path: Path) -> tuple[str, DynamicSlot]:
     return url, spec
 
 
-def at(url: str, spec: DynamicSlot, seen: Listing, seconds: float, slot: int = 0) -> SlotDecision:
+def at(
+    url: str, spec: DynamicSlot, seen: Listing, seconds: float, slot: int = 0, patience: float = 0.0
+) -> SlotDecision:
     with session_scope(url) as s:
         slot_spec = spec.model_copy(update={"slot": slot})
-        return decide(s, slot_spec, seen.at(seconds), T0.timestamp() + seconds)
+        return decide(s, slot_spec, seen.at(seconds), T0.timestamp() + seconds, patience)
 
 
 def cut(url: str, spec: DynamicSlot, slot: int, indexes: list[int]) -> int:
@@ -198,9 +200,13 @@ def test_one_slot_of_a_window_queues_at_a_time(world: tuple[str, DynamicSlot]) -
     assert (holder.action, holder.reason) == (SlotAction.RUN, BatchReason.MIN_BATCH)
 
 
-def running(url: str, spec: DynamicSlot, seen: Listing, seconds: float) -> list[int]:
-    """The slots that would run at `seconds`."""
-    return [slot for slot in range(spec.slots) if at(url, spec, seen, seconds, slot=slot).action is SlotAction.RUN]
+def running(url: str, spec: DynamicSlot, seen: Listing, seconds: float, patience: float = YIELD_AFTER) -> list[int]:
+    """The slots that would run at `seconds`, each waiting `patience` out of its turn."""
+    return [
+        slot
+        for slot in range(spec.slots)
+        if at(url, spec, seen, seconds, slot=slot, patience=patience).action is SlotAction.RUN
+    ]
 
 
 def test_the_slots_take_turns_so_one_runs_when_a_batch_becomes_eligible(world: tuple[str, DynamicSlot]) -> None:
@@ -232,6 +238,12 @@ def test_a_turn_begins_no_earlier_than_the_slots_were_handed_out(world: tuple[st
     seen = listing(*range(8))  # landed long before the plan, as in a backfill
     assert running(url, planned, seen, 50 + YIELD_AFTER - 1) == [0]
     assert running(url, planned, seen, 50 + YIELD_AFTER) == [0, 1, 2, 3]
+
+
+def test_a_slot_on_a_worker_takes_an_eligible_batch_out_of_turn_at_once(world: tuple[str, DynamicSlot]) -> None:
+    url, spec = world
+    seen = listing(*range(8))
+    assert running(url, spec, seen, 5, patience=0) == [0, 1, 2, 3]
 
 
 def test_the_last_free_slot_waits_until_the_input_is_final_and_takes_it_all(world: tuple[str, DynamicSlot]) -> None:
