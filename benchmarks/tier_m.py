@@ -58,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--files", type=int, default=600, help="files per stream over the window")
     parser.add_argument("--deltas", default="1,3", help="tight,loose: the deadline's multiple of the cumulative costs")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"comma-separated, of {', '.join(SYSTEMS)}")
+    parser.add_argument(
+        "--queries", default=",".join(QUERIES), help="comma-separated, of the 13 (the span sweep runs q6 alone)"
+    )
     parser.add_argument("--data", type=Path, default=Path("data/tier-m"), help="where the stream is generated")
     parser.add_argument("--out", type=Path, help="results directory (default: under --data, by time)")
     args = parser.parse_args(argv)
@@ -66,6 +69,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = sorted(set(args.systems.split(",")) - set(SYSTEMS))
     if unknown:
         parser.error(f"unknown system(s) {unknown}; choose from {', '.join(SYSTEMS)}")
+    unknown = sorted(set(args.queries.split(",")) - set(QUERIES))
+    if unknown:
+        parser.error(f"unknown quer(ies) {unknown}; choose from {', '.join(QUERIES)}")
+    args.queries = tuple(q for q in QUERIES if q in args.queries.split(","))  # deadlines follow this order
     return args
 
 
@@ -75,6 +82,7 @@ def log(message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    queries: tuple[str, ...] = args.queries
     began = time.monotonic()
     tight, loose = (float(d) for d in args.deltas.split(","))
     systems = [s for s in SYSTEMS if s in args.systems.split(",")]
@@ -84,21 +92,21 @@ def main(argv: list[str] | None = None) -> int:
     (out / "models").mkdir(parents=True, exist_ok=True)
     manifest = producer.ensure_stream(source, scale, args.files)
     log(f"stream: {source} ({args.files} files, scale {scale:g}, span {args.span:g} s)")
-    rows = {q: sum(f.rows for s in _streams(q) for f in manifest.streams[s]) for q in QUERIES}
-    models = {q: connect_model(q, out / "models") for q in QUERIES}
-    costs = {q: single_batch_cost(models[q], rows[q]) for q in QUERIES}
-    deadlines = {"tight": deadline_offsets(costs, QUERIES, tight), "loose": deadline_offsets(costs, QUERIES, loose)}
+    rows = {q: sum(f.rows for s in _streams(q) for f in manifest.streams[s]) for q in queries}
+    models = {q: connect_model(q, out / "models") for q in queries}
+    costs = {q: single_batch_cost(models[q], rows[q]) for q in queries}
+    deadlines = {"tight": deadline_offsets(costs, queries, tight), "loose": deadline_offsets(costs, queries, loose)}
     truth: dict[str, list[tuple[float | str | None, ...]]] = {}
-    computing = threading.Thread(target=lambda: truth.update(batch_truth(source, QUERIES, out / "truth")))
+    computing = threading.Thread(target=lambda: truth.update(batch_truth(source, queries, out / "truth")))
     computing.start()
     stream = Stream(
         source=source,
-        queries=QUERIES,
+        queries=queries,
         span_s=args.span,
         speedup=manifest.seconds_per_file * args.files / args.span,
         truth=truth,
         models=models,
-        rows_per_file={q: rows[q] / args.files for q in QUERIES},
+        rows_per_file={q: rows[q] / args.files for q in queries},
     )
     runs: list[SystemRun] = []
     airflow_systems = [s for s in systems if s not in TRIGGERS]
@@ -112,19 +120,19 @@ def main(argv: list[str] | None = None) -> int:
             for config in airflow_systems:
                 offsets = {} if config == "one-shot" else deadlines[config.removeprefix("ours-")]
                 window = AirflowWindow(services, stream, config, out / config, offsets)
-                runs.append(_logged(config, partial(window.run, last)))
+                runs.append(_logged(config, partial(window.run, last), queries))
         finally:
             services.stop()
     computing.join()
     for config in (s for s in systems if s in TRIGGERS):
-        runs.append(_logged(config, partial(run_streaming, config, stream, out / config, last)))
+        runs.append(_logged(config, partial(run_streaming, config, stream, out / config, last), queries))
     with (out / "runs.jsonl").open("w") as sink:
         for run in runs:
             sink.write(json.dumps(asdict(run)) + "\n")
     tables = "\n\n".join(
         [
-            f"Tier M: {len(QUERIES)} queries, {args.files} files over {args.span:g} s, deltas {tight:g} (tight) and "
-            f"{loose:g} (loose)",
+            f"Tier M: {len(queries)} queries ({','.join(queries)}), {args.files} files over {args.span:g} s, "
+            f"deltas {tight:g} (tight) and {loose:g} (loose)",
             totals(runs, deadlines),
             per_query(runs, deadlines, costs),
             airflow_per_task(runs),
@@ -141,7 +149,7 @@ def _streams(query: str) -> tuple[str, ...]:
     return load_query(query).streams
 
 
-def _logged(config: str, run: Callable[[], SystemRun]) -> SystemRun:
+def _logged(config: str, run: Callable[[], SystemRun], queries: tuple[str, ...]) -> SystemRun:
     """Run one system; a failure becomes a run with no results, so the others still run."""
     log(f"{config}: running")
     try:
@@ -149,9 +157,9 @@ def _logged(config: str, run: Callable[[], SystemRun]) -> SystemRun:
     except Exception as err:
         log(f"{config}: failed: {type(err).__name__}: {err}")
         failed = QueryResult(None, None, False, f"{type(err).__name__}: {err}"[:200])
-        return SystemRun(config, {}, 0, 0.0, dict.fromkeys(QUERIES, failed), 0.0)
+        return SystemRun(config, {}, 0, 0.0, dict.fromkeys(queries, failed), 0.0)
     exact = sum(r.exact for r in found.queries.values())
-    log(f"{config}: {found.total:.1f} CPU-s over {found.span_s:.0f} s; {exact}/{len(QUERIES)} exact")
+    log(f"{config}: {found.total:.1f} CPU-s over {found.span_s:.0f} s; {exact}/{len(queries)} exact")
     for query, why in found.refused.items():
         log(f"{config}: {query} refused: {why}")
     return found
