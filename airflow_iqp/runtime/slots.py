@@ -81,7 +81,8 @@ def decide(
     frozen = store.frozen_files(session, spec.window_id)
     waiting = untaken(selection.units, frozen)
     processed = len(selection.units) - len(waiting)
-    batches = session.scalar(select(func.count()).select_from(Batch).where(Batch.window_id == spec.window_id)) or 0
+    cut_by = list(session.scalars(select(Batch.slot).where(Batch.window_id == spec.window_id)))  # one per batch
+    batches = len(cut_by)
     if selection.final and not waiting and batches > 0:
         return SlotDecision(SlotAction.SKIP, processed=processed, batches=batches)
     last = batches >= spec.slots - 1  # the last free slot takes everything, once the input is final
@@ -106,17 +107,16 @@ def decide(
     elif last:
         reason = None
     else:
-        found = batch_reason(
+        reason = batch_reason(
             waiting=len(waiting),
             min_batch=min_batch,
             all_in=selection.final,
             window_closed=now >= end,
             input_late=now >= late_at,
         )
-        reason = None if found is None else BatchReason(found)
     if reason is None:
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-    free = free_slots(session, spec)
+    free = set(range(spec.slots)) - set(cut_by)  # the lowest slot without a batch has the turn
     if spec.slot not in free:  # it has had a turn: it waits until nothing is left, then skips
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     if spec.slot != min(free) and patience > 0:
@@ -124,12 +124,6 @@ def decide(
         if now < since + patience:
             return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     return SlotDecision(SlotAction.RUN, reason, take, processed, batches)
-
-
-def free_slots(session: Session, spec: DynamicSlot) -> set[int]:
-    """The window's slots that have cut no batch; the lowest has the turn."""
-    used = set(session.scalars(select(Batch.slot).where(Batch.window_id == spec.window_id)))
-    return set(range(spec.slots)) - used
 
 
 def turn_began(session: Session, spec: DynamicSlot) -> float:
