@@ -62,6 +62,7 @@ __all__ = [
     "quarantine_file",
     "record_cost_observation",
     "record_file_event",
+    "planned_release",
     "planned_upto",
     "price_batch",
     "record_merge",
@@ -211,6 +212,14 @@ def record_plan(
 def planned_upto(session: Session, window_id: int, index: int) -> int:
     """How far into the window a static batch takes units now: its plan's, or a replan's."""
     found = session.scalar(select(Batch.last_tuple).where(Batch.window_id == window_id, Batch.batch_index == index))
+    if found is None:
+        raise LedgerLookupError(f"window {window_id} batch", index)
+    return found
+
+
+def planned_release(session: Session, window_id: int, index: int) -> datetime:
+    """When a static batch's last unit is due to land now: its plan's, or a replan's."""
+    found = session.scalar(select(Batch.release).where(Batch.window_id == window_id, Batch.batch_index == index))
     if found is None:
         raise LedgerLookupError(f"window {window_id} batch", index)
     return found

@@ -133,8 +133,9 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         return self.work.wait(context)
 
     def on_started(self, context: Context, event: dict[str, Any] | None = None) -> Any:
-        """Back from `PartialStartTrigger`: the batch may queue now; `execute` (its units or its
-        slot's eligibility are checked once more there).
+        """Back from `PartialStartTrigger`: the batch may queue now, or is due within
+        `runtime.ahead.START_AHEAD`; `execute` (which waits for it a short while, checking its
+        units or its slot's eligibility).
         """
         return self.execute(context)
 
@@ -299,10 +300,15 @@ class StaticBatchWork(BatchWork[StaticBatch]):
         return batch.index == self.descriptor.index
 
     def wait(self, context: Context) -> Any:
-        """Wait in the triggerer for the batch's units, or for the input to be final."""
+        """Wait for the batch's units, or for the input to be final: a short wait here (a task
+        started ahead of its batch, `runtime.ahead`), then in the triggerer.
+        """
         trigger = WindowInputTrigger.for_batch(self.descriptor)
-        if trigger.ready() is None:
-            self.task.defer(trigger=trigger, method_name="on_landed")
+        waited = time.monotonic() + SHORT_WAIT
+        while trigger.ready() is None:
+            if time.monotonic() > waited:
+                self.task.defer(trigger=trigger, method_name="on_landed")
+            time.sleep(1.0)
         return self.task.on_landed(context)
 
     def wait_again(self, context: Context) -> Any:

@@ -116,14 +116,24 @@ def decide(
         )
     if reason is None:
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-    free = set(range(spec.slots)) - set(cut_by)  # the lowest slot without a batch has the turn
-    if spec.slot not in free:  # it has had a turn: it waits until nothing is left, then skips
+    if spec.slot in cut_by:  # it has had a turn: it waits until nothing is left, then skips
         return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
-    if spec.slot != min(free) and patience > 0:
+    if spec.slot != turn(spec.slots, cut_by) and patience > 0:
         since = max(eligible_since(selection, waiting, min_batch, late_at, now), turn_began(session, spec))
         if now < since + patience:
             return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     return SlotDecision(SlotAction.RUN, reason, take, processed, batches)
+
+
+def turn(slots: int, cut_by: Sequence[int | None]) -> int | None:
+    """The slot whose turn it is: the lowest of `slots` that has cut no batch (None: all have)."""
+    return min(set(range(slots)) - set(cut_by), default=None)
+
+
+def holds_turn(session: Session, spec: DynamicSlot) -> bool:
+    """Whether it is `spec`'s turn to cut the window's next batch."""
+    cut_by = session.scalars(select(Batch.slot).where(Batch.window_id == spec.window_id))
+    return turn(spec.slots, list(cut_by)) == spec.slot
 
 
 def turn_began(session: Session, spec: DynamicSlot) -> float:

@@ -10,6 +10,7 @@ import json
 import os
 import time
 from datetime import UTC, datetime, timedelta
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,13 +21,15 @@ from airflow.utils.state import TaskInstanceState
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, RequestState
 from airflow_iqp.ledger import dispatch, session_scope, store
 from airflow_iqp.planning.record import PlanRecord, ReplanNote
-from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
+from airflow_iqp.runtime.ahead import START_AHEAD
+from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec, files_by_stream
 from airflow_iqp.runtime.slots import SlotAction
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.streams.watch import LOOK_TTL
 from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
+from airflow_iqp.triggers.partial_start import AHEAD, PartialStartTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
 
 if TYPE_CHECKING:
@@ -190,6 +193,35 @@ def test_batch_ready_trigger_ends_a_slot_with_nothing_left_as_skipped(tmp_path: 
     event = asyncio.run(first())
     assert isinstance(event, TaskSkippedEvent)  # the triggerer ends the task: no worker resumes it
     assert event.task_instance_state == TaskInstanceState.SKIPPED
+
+
+@pytest.mark.parametrize("due_in", [3600.0, START_AHEAD / 2])
+def test_a_partial_task_starts_when_its_batch_has_landed_or_ahead_of_its_release(
+    tmp_path: Path, ledger: tuple[str, int], due_in: float
+) -> None:
+    """Due in an hour, the task starts once its two units are in; due within START_AHEAD, it
+    starts before any has landed, to wait for them in its own process.
+    """
+    url, _ = ledger
+    release = datetime.now(UTC) + timedelta(seconds=due_in)
+    row = {"release": release, "latest_start": release, "planned_start": release, "predicted_cost": 1.0}
+    with session_scope(url) as s:
+        window_id = store.record_plan(
+            s, "iqp_sales", T0, T0 + WINDOW, T0 + 2 * WINDOW, 10, PlanRecord(),
+            [{"index": 0, "first_tuple": 1, "last_tuple": 2, **row}], run_id="scheduled__1",
+        )  # fmt: skip
+        batch = StaticBatch(
+            window_id=window_id, input=window_input(tmp_path), index=0, upto=2, planned_start=release, predicted_cost=1
+        )
+        store.hand_out(s, window_id, [batch.to_dict()])
+    if due_in > START_AHEAD:
+        land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
+        land(tmp_path / "sales", "b.parquet", T0 + timedelta(minutes=2))
+    trigger = PartialStartTrigger(poll_interval=0.05)
+    started = SimpleNamespace(dag_id="iqp_sales", run_id="scheduled__1", task_id="partial_aggregate", map_index=0)
+    trigger.task_instance = started  # type: ignore[assignment]  # the fields a task instance gives it
+    expected = AHEAD if due_in <= START_AHEAD else {"units": 2, "final": False}
+    assert first_event(trigger) == expected
 
 
 def test_grant_trigger_reports_a_decided_request_or_a_due_grant(ledger: tuple[str, int]) -> None:
