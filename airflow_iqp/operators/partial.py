@@ -127,17 +127,20 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
         """Wait until the batch may queue (`BatchWork.wait`), then queue. A batch the ledger has
         done already is not run again (see `already_done`).
         """
-        self.set_label(context)
-        if (output := self.already_done(context)) is not None:
-            return output
-        return self.work.wait(context)
+        return self.start(context, patience=0.0)
 
     def on_started(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Back from `PartialStartTrigger`: the batch may queue now, or is due within
-        `runtime.ahead.START_AHEAD`; `execute` (which waits for it a short while, checking its
-        units or its slot's eligibility).
+        `runtime.ahead.START_AHEAD`, so wait for it up to SHORT_WAIT in this process.
         """
-        return self.execute(context)
+        return self.start(context, patience=SHORT_WAIT)
+
+    def start(self, context: Context, patience: float) -> Any:
+        """`execute`, waiting up to `patience` seconds in this process before deferring."""
+        self.set_label(context)
+        if (output := self.already_done(context)) is not None:
+            return output
+        return self.work.wait(context, patience)
 
     def on_landed(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Static: the batch's units are there (or the input is final); queue for the resource."""
@@ -259,8 +262,10 @@ class BatchWork(ABC, Generic[Descriptor]):
         """Whether a batch of the window in the ledger is this task's."""
 
     @abstractmethod
-    def wait(self, context: Context) -> Any:
-        """Wait (deferred if need be) until the batch may queue, then queue for the resource."""
+    def wait(self, context: Context, patience: float = 0.0) -> Any:
+        """Wait until the batch may queue, up to `patience` seconds in this process and then
+        deferred, and queue for the resource.
+        """
 
     @abstractmethod
     def wait_again(self, context: Context) -> Any:
@@ -299,14 +304,14 @@ class StaticBatchWork(BatchWork[StaticBatch]):
         """See the base class: the same index."""
         return batch.index == self.descriptor.index
 
-    def wait(self, context: Context) -> Any:
-        """Wait for the batch's units, or for the input to be final: a short wait here (a task
-        started ahead of its batch, `runtime.ahead`), then in the triggerer.
+    def wait(self, context: Context, patience: float = 0.0) -> Any:
+        """Wait for the batch's units, or for the input to be final: up to `patience` here (a
+        task started ahead of its batch, `runtime.ahead`), then in the triggerer.
         """
         trigger = WindowInputTrigger.for_batch(self.descriptor)
-        waited = time.monotonic() + SHORT_WAIT
+        waited = time.monotonic() + patience
         while trigger.ready() is None:
-            if time.monotonic() > waited:
+            if time.monotonic() >= waited:
                 self.task.defer(trigger=trigger, method_name="on_landed")
             time.sleep(1.0)
         return self.task.on_landed(context)
@@ -391,8 +396,10 @@ class DynamicSlotWork(BatchWork[DynamicSlot]):
         """See the base class: the batch this slot cut."""
         return batch.slot == self.descriptor.slot
 
-    def wait(self, context: Context) -> Any:
-        """Queue when a batch is eligible, skip when the window has nothing left."""
+    def wait(self, context: Context, patience: float = 0.0) -> Any:
+        """Queue when a batch is eligible, skip when the window has nothing left; a slot waits
+        SHORT_WAIT in this process before deferring, whatever `patience` says.
+        """
         spec, task = self.descriptor, self.task
         task.set_label(context)
         waited = time.monotonic() + SHORT_WAIT
