@@ -29,10 +29,13 @@ START_AHEAD = 15.0  # seconds; below SHORT_WAIT, so a task up early still waits 
 def start_ahead(session: Session, handed: StaticBatch | DynamicSlot, now: float) -> bool:
     """Whether the task of a waiting batch or slot should start its process now (epoch seconds):
     a planned batch START_AHEAD before its last unit is due (as the ledger's plan says now), a
-    slot START_AHEAD before its window closes if the window's next batch is its to cut.
+    slot in the last START_AHEAD before its window closes if the window's next batch is its to
+    cut. Not a slot whose turn comes after the close: its trigger sees at once whether it has a
+    batch to cut or nothing left (the last batch took it), and a process started for nothing
+    costs more than it saves.
     """
     if isinstance(handed, StaticBatch):
         due = store.planned_release(session, handed.window_id, handed.index).timestamp()
         return now >= due - START_AHEAD
     closes = handed.window_input.window_end.timestamp()
-    return now >= closes - START_AHEAD and holds_turn(session, handed)
+    return closes - START_AHEAD <= now < closes and holds_turn(session, handed)

@@ -62,6 +62,7 @@ def test_only_the_slot_whose_turn_it_is_starts_ahead_of_the_windows_close(tmp_pa
     with session_scope(url) as s:
         assert not start_ahead(s, slot(0), at(100 - START_AHEAD - 1))  # too early
         assert start_ahead(s, slot(0), closing)
+        assert not start_ahead(s, slot(0), at(100))  # closed: its trigger knows at once whether it has a batch
         assert not start_ahead(s, slot(1), closing)  # not its turn
         one = DataFile("lineitem", "file:///data/lineitem/a.parquet", "a.parquet", 100, T0)
         store.add_dynamic_batch(s, window_id, 0, BatchReason.MIN_BATCH, {"lineitem": [one]}, 1, 1, 1.0, T0)
