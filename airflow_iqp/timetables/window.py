@@ -1,12 +1,8 @@
-"""One DAG run per query window, started just before the window opens.
+"""One DAG run per query window, started as the window opens.
 
 Airflow's interval timetables run a data interval after it ends; an intermittent query instead
 runs its batches *during* the window and must merge by the window's end (the deadline), so each
-run starts as its window opens, a little ahead: `run_after` = the window's start less
-`plan_ahead` (PLAN_AHEAD, at most a quarter of the window). A window's start is the previous
-one's end, when that window's last batches and merge run; a run starting then put its `plan`
-task's process start beside them on the same cores (in the demo on 2 cores, the first job after
-a window's end ran 9-28% slower than predicted). The plan needs nothing of its window's input.
+run's `run_after` is its window's start.
 """
 
 from __future__ import annotations
@@ -23,8 +19,6 @@ from airflow_iqp.streams.assign import ORIGIN, window_start
 if TYPE_CHECKING:
     from airflow.timetables.base import TimeRestriction
 
-PLAN_AHEAD = timedelta(seconds=30)
-
 
 def _aware(at: datetime) -> DateTime:
     """Pendulum in UTC; a naive datetime is taken to be UTC already."""
@@ -32,15 +26,14 @@ def _aware(at: datetime) -> DateTime:
 
 
 class WindowTimetable(Timetable):
-    """Windows [origin + k*window, origin + (k+1)*window), each run starting `plan_ahead` before its window opens."""
+    """Windows [origin + k*window, origin + (k+1)*window), each run starting when its window opens."""
 
     def __init__(self, window: timedelta, origin: datetime = ORIGIN) -> None:
         if window <= timedelta(0):
             raise ValueError(f"window must be positive, got {window}")
         self.window = window
         self.origin = _aware(origin)
-        self.plan_ahead = min(PLAN_AHEAD, window / 4)
-        self.description = f"One run per {window} window, starting {self.plan_ahead} before the window opens"
+        self.description = f"One run per {window} window, starting as the window opens"
 
     @property
     def summary(self) -> str:
@@ -89,7 +82,7 @@ class WindowTimetable(Timetable):
         start = max(candidates)
         if restriction.latest is not None and start > restriction.latest:
             return None
-        return DagRunInfo(run_after=start - self.plan_ahead, data_interval=DataInterval(start, start + self.window))
+        return DagRunInfo(run_after=start, data_interval=DataInterval(start, start + self.window))
 
     def generate_run_id(
         self,

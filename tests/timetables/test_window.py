@@ -10,7 +10,6 @@ from airflow.timetables.base import DagRunInfo, DataInterval, TimeRestriction
 from airflow.utils.types import DagRunType
 
 from airflow_iqp.timetables import WindowTimetable
-from airflow_iqp.timetables.window import PLAN_AHEAD
 
 FIVE_MINUTES = timedelta(minutes=5)
 NOW = pendulum.datetime(2026, 11, 22, 10, 7, 30)
@@ -21,8 +20,7 @@ def at(hour: int, minute: int, second: int = 0) -> pendulum.DateTime:
 
 
 def window(start: pendulum.DateTime, length: timedelta = FIVE_MINUTES) -> DagRunInfo:
-    """The run of the window from `start`, started ahead of it to plan."""
-    return DagRunInfo(run_after=start - min(PLAN_AHEAD, length / 4), data_interval=DataInterval(start, start + length))
+    return DagRunInfo(run_after=start, data_interval=DataInterval(start, start + length))
 
 
 @pytest.fixture
@@ -50,16 +48,7 @@ def test_first_run_starts_at_the_first_window_opening_after_start_date(timetable
     assert info == window(at(9, 5))
     assert info is not None
     assert info.data_interval is not None
-    assert info.run_after == info.data_interval.start - PLAN_AHEAD  # runs during its window, not after it
-
-
-def test_a_short_window_starts_its_run_a_quarter_window_ahead() -> None:
-    """So a run never starts before the previous window has begun."""
-    short = WindowTimetable(timedelta(seconds=20))
-    restriction = TimeRestriction(earliest=at(9, 0), latest=None, catchup=True)
-    info = short.next_dagrun_info(last_automated_data_interval=None, restriction=restriction)
-    assert info is not None
-    assert info.run_after == at(9, 0) - timedelta(seconds=5)
+    assert info.run_after == info.data_interval.start  # runs during its window, not after it
 
 
 def test_start_date_on_a_window_boundary_is_that_window(timetable: WindowTimetable) -> None:
