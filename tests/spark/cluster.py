@@ -57,6 +57,12 @@ class Cluster:
         """Applications that registered with the master and ended."""
         return list(self.state()["completedapps"])
 
+    def app_ids(self) -> set[str]:
+        """Every application the master lists, running or ended, and any a worker ran executors for."""
+        state = self.state()
+        listed = {app["id"] for key in ("activeapps", "completedapps") for app in state[key]}
+        return listed | {run.name for run in self.logs.glob("worker-*/app-*")}
+
     def executor_cores(self, app: str) -> int:
         """The cores the workers launched `app`'s executors with (each executor command's --cores)."""
         logs = self.logs.glob(f"worker-*/{app}/*/stderr")

@@ -13,9 +13,10 @@ import pytest
 from airflow_iqp.sql import Decomposition
 from airflow_iqp.tpch.generate import STATIC_TABLES, generate
 from airflow_iqp.tpch.manifest import STATIC_DIR, STREAM_DIR, part_name
+from tests.spark.cluster import Cluster, standalone_cluster
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable, Iterator, Sequence
     from pathlib import Path
 
     from pyspark.sql import DataFrame, SparkSession
@@ -52,6 +53,15 @@ DECOMPOSITIONS = {
         output_columns=("cnt", "total"),
     ),
 }
+
+
+@pytest.fixture(scope="package")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """One standalone cluster for the package's tests on one (its start costs 15 s): each test
+    tells its own applications from those of the tests before it (`Cluster.app_ids`).
+    """
+    with standalone_cluster(tmp_path_factory.mktemp("cluster")) as running:
+        yield running
 
 
 @pytest.fixture(scope="session")

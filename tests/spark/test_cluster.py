@@ -34,14 +34,12 @@ from airflow_iqp.spark.jobs.output import MARKER
 from airflow_iqp.spark.jobs.spec import MergeSpec
 from tests.operators.test_dispatched import HeldJob
 from tests.runtime.test_lease import grant_one
-from tests.spark.cluster import EXECUTOR_MEMORY, Cluster, standalone_cluster
+from tests.spark.cluster import EXECUTOR_MEMORY, Cluster
 from tests.spark.compare import assert_same
 from tests.spark.test_jobs import FILES, ROWS_PER_FILE, Landing, one_pass, partial_spec, read_sales, stream_input
 from tests.spark.test_jobs import landing as landing  # the module's made-up stream, as a fixture here
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-
     from airflow.sdk import Context
 
     from airflow_iqp.ledger.dispatch import Lease
@@ -52,12 +50,6 @@ LOG = logging.getLogger(__name__)
 QUERY = "by_category"  # a grouped join with a static table
 BATCHES = (range(0, 3), range(3, FILES))
 LEASE_SECONDS = 900.0  # one lease for every job of the module: long enough for slow spark-submits
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with standalone_cluster(tmp_path_factory.mktemp("cluster")) as running_cluster:
-        yield running_cluster
 
 
 def network_address() -> str:
@@ -107,6 +99,7 @@ class _Job(HeldJob):
 def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     cluster: Cluster, landing: Landing, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    before = cluster.app_ids()  # the package's cluster: the tests before this one ran theirs
     driver_host = network_address()
     monkeypatch.delenv("SPARK_LOCAL_IP", raising=False)  # whatever loopback the driver gets is the connection's
     monkeypatch.delenv("SPARK_DRIVER_HOST", raising=False)
@@ -120,34 +113,39 @@ def test_a_window_runs_on_the_standalone_cluster_by_spark_submit_and_on_connect(
     )
 
     submitted = _Job(lease=lease, task_id="on_spark_submit").run_window(landing, tmp_path / "submit")
-    ended(cluster, len(BATCHES) + 1, "every partial and the merge registers with the master and ends")
-    apps = cluster.completed_apps()
+    ended(cluster, before, len(BATCHES) + 1, "every partial and the merge registers with the master and ends")
+    apps = [app for app in cluster.completed_apps() if app["id"] not in before]
     assert all(app["state"] == "FINISHED" for app in apps), apps
     assert {app["id"] for app in apps} <= executed_apps(cluster), "each had executors on the workers"
     assert [cluster.executor_cores(app["id"]) for app in apps] == [1] * len(apps), "each ran on its grant's cores"
-    assert driver_urls(cluster) == {driver_host}, "the executors called the driver back where the connection said"
+    assert driver_urls(cluster, before) == {driver_host}, (
+        "the executors called the driver back where the connection said"
+    )
     assert json.loads((submitted / MARKER).read_text())["input_rows"] == {"sales": FILES * ROWS_PER_FILE}
 
     monkeypatch.setenv("SPARK_DRIVER_HOST", driver_host)  # the server's driver: from its environment
     with running(tmp_path / "connect-server", master=cluster.url, driver_memory="1g") as server:
         monkeypatch.setenv("AIRFLOW_CONN_IQP_SPARK", json.dumps(server.connection()))
         on_connect = _Job(lease=lease, task_id="on_spark_connect").run_window(landing, tmp_path / "connect")
-        [app] = [app for app in cluster.state()["activeapps"] if app["name"] == "iqp-connect-server"]
+        [app] = [
+            a for a in cluster.state()["activeapps"] if a["name"] == "iqp-connect-server" and a["id"] not in before
+        ]
         assert app["cores"] == 2, "the server's executors are the workers'"
         with ConnectJob(server.url_with_token, "iqp-cluster-test") as job:  # the single pass, on the cluster too
             sales = read_sales(job.spark, "parquet", landing.files["parquet"])
             _, expected = one_pass(job.spark, landing, QUERY, sales)
             for result in (submitted, on_connect):
                 assert_same(job.spark.read.parquet(str(result)).collect(), expected, ordered=False)
-    assert driver_urls(cluster) == {driver_host}
-    ended(cluster, len(BATCHES) + 2, "the Connect server's application ends on the master with the server")
-    assert "iqp-connect-server" in {app["name"] for app in cluster.completed_apps()}
+    assert driver_urls(cluster, before) == {driver_host}
+    ended(cluster, before, len(BATCHES) + 2, "the Connect server's application ends on the master with the server")
+    assert "iqp-connect-server" in {app["name"] for app in cluster.completed_apps() if app["id"] not in before}
 
 
-def ended(cluster: Cluster, apps: int, what: str, seconds: float = 30.0) -> None:
-    """Wait until the master lists `apps` completed applications (a driver unregisters as it stops)."""
+def ended(cluster: Cluster, before: set[str], apps: int, what: str, seconds: float = 30.0) -> None:
+    """Wait until the master lists `apps` completed applications not in `before` (a driver
+    unregisters as it stops)."""
     give_up = time.monotonic() + seconds
-    while len(cluster.completed_apps()) < apps:
+    while len([app for app in cluster.completed_apps() if app["id"] not in before]) < apps:
         assert time.monotonic() < give_up, f"{what}: {cluster.state()}"
         time.sleep(0.5)
 
@@ -157,8 +155,9 @@ def executed_apps(cluster: Cluster) -> set[str]:
     return {app.name for app in cluster.logs.glob("worker-*/app-*")}
 
 
-def driver_urls(cluster: Cluster) -> set[str]:
-    """The driver host every executor the workers launched was told to call back."""
-    logs = list(cluster.logs.glob("worker-*/app-*/*/stderr"))
+def driver_urls(cluster: Cluster, before: set[str]) -> set[str]:
+    """The driver host every executor the workers launched for applications not in `before` was
+    told to call back."""
+    logs = [log for log in cluster.logs.glob("worker-*/app-*/*/stderr") if log.parents[1].name not in before]
     assert logs, f"no executor ran on the workers ({cluster.logs})"
     return {host for log in logs for host in re.findall(r"--driver-url\W+spark://\w+@([^:]+):", log.read_text())}

@@ -3,7 +3,7 @@
 the end of their paid unit and released then, not as soon as they are idle; once a window opens,
 the plan's open-phase cores are leased at once. A job outside the plan, once every executor is
 gone, gets one. The ledger records each executor's lease.
-About 45 s on two busy cores: a cluster, a server and one 20 s unit.
+About 45 s on two busy cores: a server and one 20 s unit, on the package's cluster.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from airflow_iqp.runtime.leases import LEAD
 from airflow_iqp.settings import DispatchSettings
 from airflow_iqp.spark.connect import ConnectJob
 from airflow_iqp.spark.connect_server import free_port, start, stop
-from tests.spark.cluster import Cluster, Executor, executors, standalone_cluster
+from tests.spark.cluster import Cluster, Executor, executors
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -37,9 +37,9 @@ SETTINGS = DispatchSettings(cores="plan", max_cores=2, billing_unit_seconds=BTU)
 DEMAND = RecurringQuery(name="iqp_a", period=120, deadline=150, work=50, longest_job=20, final_work=20)
 
 
-def lives(cluster: Cluster) -> list[Executor]:
-    """The server's executors as the workers recorded them."""
-    return [e for log in sorted(cluster.logs.glob("worker-*.log")) for e in executors(log)]
+def lives(cluster: Cluster, before: set[str]) -> list[Executor]:
+    """The server's executors as the workers recorded them: those of applications not in `before`."""
+    return [e for log in sorted(cluster.logs.glob("worker-*.log")) for e in executors(log) if e.app not in before]
 
 
 def recorded(ledger: str) -> list[leases.Held]:
@@ -71,39 +71,39 @@ def open_window(ledger: str) -> int:
 
 
 def test_the_servers_executors_are_leased_as_the_plan_says_and_released_at_the_end_of_their_paid_unit(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("AIRFLOW__IQP__BILLING_UNIT_SECONDS", f"{BTU:g}")
     monkeypatch.setenv("AIRFLOW__IQP__MAX_CORES", str(SETTINGS.max_cores))
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     ledger = f"sqlite:///{tmp_path / 'ledger.db'}"
     migrate(ledger)
-    with standalone_cluster(tmp_path / "cluster") as cluster:
-        server = start(tmp_path / "server", port=free_port(), master=cluster.url, cores="plan", ledger=ledger)
-        try:
-            wait(lambda: bool(lives(cluster)), 60, "the server starts with the executors the master gives it")
-            wait(
-                lambda: all(e.finished for e in lives(cluster)),
-                2 * BTU + 20,
-                "with no window in the ledger, the plan needs none: each goes at the end of its unit",
-            )
-            for e in lives(cluster):
-                assert e.finished is not None
-                held = (e.finished - e.launched).total_seconds()
-                assert BTU / 2 <= held <= BTU + 10, f"executor {e.executor_id} held {held:.0f} s: idle, but paid"
-            wait(
-                lambda: [h.end is not None for h in recorded(ledger)] == [True] * len(lives(cluster)),
-                5,
-                "the ledger has every executor the workers launched, and its release (the controller's next step)",
-            )
-            with ConnectJob(server.url_with_token, "iqp-lease-test") as job:  # outside the plan: not left waiting
-                assert job.spark.range(1000).count() == 1000
-            cores = open_window(ledger)
-            assert cores >= 1
-            wait(
-                lambda: sum(e.finished is None for e in lives(cluster)) == cores,
-                LEAD + 30,
-                f"a window opened: its plan's {cores} core(s) are leased",
-            )
-        finally:
-            stop(tmp_path / "server")
+    before = cluster.app_ids()  # the package's cluster: the tests before this one ran theirs
+    server = start(tmp_path / "server", port=free_port(), master=cluster.url, cores="plan", ledger=ledger)
+    try:
+        wait(lambda: bool(lives(cluster, before)), 60, "the server starts with the executors the master gives it")
+        wait(
+            lambda: all(e.finished for e in lives(cluster, before)),
+            2 * BTU + 20,
+            "with no window in the ledger, the plan needs none: each goes at the end of its unit",
+        )
+        for e in lives(cluster, before):
+            assert e.finished is not None
+            held = (e.finished - e.launched).total_seconds()
+            assert BTU / 2 <= held <= BTU + 10, f"executor {e.executor_id} held {held:.0f} s: idle, but paid"
+        wait(
+            lambda: [h.end is not None for h in recorded(ledger)] == [True] * len(lives(cluster, before)),
+            5,
+            "the ledger has every executor the workers launched, and its release (the controller's next step)",
+        )
+        with ConnectJob(server.url_with_token, "iqp-lease-test") as job:  # outside the plan: not left waiting
+            assert job.spark.range(1000).count() == 1000
+        cores = open_window(ledger)
+        assert cores >= 1
+        wait(
+            lambda: sum(e.finished is None for e in lives(cluster, before)) == cores,
+            LEAD + 30,
+            f"a window opened: its plan's {cores} core(s) are leased",
+        )
+    finally:
+        stop(tmp_path / "server")
