@@ -2,9 +2,11 @@
 released at the end of their billing unit (issue 25's BTU-aware controller, live).
 
 Each step reads the plan from the ledger (`runtime.capacity.needed`: the phase the windows are
-in, `LEAD` seconds ahead, never fewer than the granted jobs hold; at least one executor while
-the server runs any job, so that work outside the plan, a warm-up or a check, is never left
-without one) and applies the BTU rule to the
+in, `LEAD` seconds ahead, never fewer than the granted jobs hold; while the server runs any
+job, every executor it has and at least one: work outside the plan, a warm-up or a check, is
+never left without one, and an idle executor may still hold the shuffle output of a running
+job's next stage, which a kill loses: the stage fails to fetch it and runs again) and applies
+the BTU rule to the
 executors that run (`planning.elastic.enact`): the shortfall is asked for at once; a surplus
 executor is kept until its paid unit is about to end and released then, unless the plan needs
 it again. Spark's own dynamic allocation, which scales on the backlog of tasks and releases
@@ -87,10 +89,11 @@ class LeaseController:
         started = self.executors.started()
         try:
             with session_scope(self.url, read_only=True) as session:
-                need = max(needed(session, self.settings, now, LEAD), int(self.executors.busy()))
+                planned = needed(session, self.settings, now, LEAD)
         except SQLAlchemyError as err:
             log.warning("lease: the plan cannot be read (%s); holding %d executors", err, len(started))
             return
+        need = max(planned, len(started), 1) if self.executors.busy() else planned
         if set(started) != self.recorded:
             self._record(started, now)
         btu = self.settings.billing_unit_seconds
