@@ -1,15 +1,15 @@
 """The monitor's "cost vs one batch" of a dynamic window against one batch really run over the
 same files.
 
-A q1 DAG that learns its cost model (cost_model="learn", the packaged model its prior) runs five
-windows over generated TPC-H files: three as one batch each, as a backfill of past windows runs
+A q1 DAG that learns its cost model (cost_model="learn", the packaged model its prior) runs six
+windows over generated TPC-H files: four as one batch each, as a backfill of past windows runs
 them (their input is final when they are planned), between them two live dynamic windows of
 `BATCHES` same-size batches. Real partial and merge jobs (the jobs' own code, in process on the
 session's Spark), recorded as the dispatched tasks record them (dispatcher request and grant,
 the batch cut and frozen, its cost, `runtime.costs.observe` refitting and storing the model).
 The page's ratio for the last window (its actual cost over the stored model's single batch) is
-compared with its actual cost over ONE partial over all its files plus its merge, measured after
-each window (the median). Same-size batches are where a model fitted from them alone once
+compared with its actual cost over ONE partial over all its files plus its merge, measured twice
+after each one-batch window (the median). Same-size batches are where a model fitted from them alone once
 extrapolated five-fold (issue 22: the page said x0.16).
 
 Issue 22 asks for 10%, and this asserts it. The page's one batch is the model at the window's
@@ -34,6 +34,16 @@ as here) the one-batch windows' partials ran 5-8% slower than the single batches
 right after them over the last window's files (-6.9, -9.2%): those files had been read before,
 the windows' own not. So every window's files are read once first, unrecorded: +0.4, -4.6, +5.7, +1.9, -1.3, +1.0,
 -2.2%.
+
+On 2026-11-28 the same jobs took ~4 s, and the test failed a fresh-clone `make test` at +15%
+(+9.3% in the next). The same 6-file partial, 21 runs in one session, varied by 15% (coefficient
+of variation) in its two tasks and by 6.8% split into 8 MB tasks (`SPLIT`), a dozen on two cores:
+one disturbed core no longer holds the whole job. This machine also pages out memory idle for a
+minute or two (DAMON), page cache included, so each window's and single batch's files are read
+into it right before their jobs, as a file just landed is (`cached`). And the single batches
+follow the one-batch windows the model's one batch rests on, not every window, so that the
+session's warming (one-batch partials 4.25 s in the first window, 3.19 s in the fourth) falls
+on both alike; four one-batch windows, two single batches each. Runs: +3.3, +3.0%.
 """
 
 from __future__ import annotations
@@ -41,6 +51,7 @@ from __future__ import annotations
 import statistics
 import time
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -60,8 +71,7 @@ from airflow_iqp.tpch.manifest import STREAM_DIR
 from airflow_iqp.ui import read, views
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-    from pathlib import Path
+    from collections.abc import Callable, Iterator
 
     from pyspark.sql import SparkSession
 
@@ -71,10 +81,12 @@ if TYPE_CHECKING:
 QUERY = "q1"
 DAG_ID = f"iqp_{QUERY}"
 PATH = ExecutionPath.IN_PROCESS
-# ~600,000 lineitem rows a file; five windows of 6 files: three as one batch each (a backfill),
-# the third and the fifth dynamic, three batches of two files each.
-SCALE, FILES, BATCHES, WINDOWS, DYNAMIC = 3.0, 6, 3, 5, (2, 4)
+# ~500,000 lineitem rows a file; six windows of 6 files: four as one batch each (a backfill),
+# the third and the sixth dynamic, three batches of two files each.
+SCALE, FILES, BATCHES, WINDOWS, DYNAMIC = 3.0, 6, 3, 6, (2, 5)
 WARM_ROUNDS = 2  # the windows' and the single batch's jobs a fresh session runs, unrecorded, first
+SINGLES = 2  # single batches measured right after each one-batch window
+SPLIT = "8m"  # spark.sql.files.maxPartitionBytes for the test's jobs: a dozen tasks on two cores, not two
 TOLERANCE = 0.1
 WINDOW = timedelta(minutes=2)
 START = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -171,15 +183,39 @@ def run_window(
     return [*costs, merge_seconds], total_rows
 
 
+def cached(data: Dataset, units: range) -> None:
+    """The files of `units` read into the page cache, as a file just landed is.
+
+    This machine pages out memory left idle for a minute or two (DAMON's `pageout`), page cache
+    included: the single batches, over files read again and again, ran 5-10% faster than the
+    windows' jobs over files last read minutes before, and the page's one batch came out that
+    much above the measured one.
+    """
+    for name in data.files("lineitem", units):
+        Path(name).read_bytes()
+
+
 def measured_single(source: TpchSource, units: range, out: Path, spark: SparkSession) -> tuple[float, float, int]:
     """ONE partial over all of `units` plus its merge, with the same jobs: their seconds and the
     rows the partial read.
     """
+    cached(source.data, units)
     partial_s, marker = timed(lambda: partial_job.run(source.partial_spec(units, out / "partial"), spark))
     merge_s, _ = timed(lambda: merge_job.run(source.merge_spec([out / "partial"], out / "merged"), spark))
     return partial_s, merge_s, sum(marker["input_rows"].values())
 
 
+@pytest.fixture
+def split_finely(spark: SparkSession) -> Iterator[None]:
+    """The session's file splits at `SPLIT` for the test, restored after (the session is shared)."""
+    key = "spark.sql.files.maxPartitionBytes"
+    saved = str(spark.conf.get(key))
+    spark.conf.set(key, SPLIT)
+    yield
+    spark.conf.set(key, saved)
+
+
+@pytest.mark.usefixtures("split_finely")
 def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSession, tmp_path: Path) -> None:
     generate(tmp_path / "data", scale=SCALE, files=WINDOWS * FILES)
     data = Dataset.open(tmp_path / "data")
@@ -201,25 +237,26 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
     # A fresh session's first jobs of a kind pay its warm-up (JIT, class loading, code generation
     # per plan: a merge of one partial and the union of several are different plans); a server's
     # that has run a few windows do not. Warm it up with every kind of job the windows and the
-    # single batch run, unrecorded, after reading every window's files once: the single batches
-    # read files read before, and so must the jobs the model learns from.
-    for n, batches in enumerate(windows):
-        partial_job.run(source.partial_spec(range(batches[0].start, batches[-1].stop), tmp_path / f"read{n}"), spark)
+    # single batch run, unrecorded.
     for warm in range(WARM_ROUNDS):
         for kind, batches in enumerate([windows[0], windows[-1]]):
             out = tmp_path / f"warm{warm}-{kind}"
             for n, units in enumerate(batches):
                 partial_job.run(source.partial_spec(units, out / f"partial{n}"), spark)
             merge_job.run(source.merge_spec([out / f"partial{n}" for n in range(len(batches))], out / "merged"), spark)
-    # One single batch over the last window's files right after each window, not all of them
-    # after the last: the model learns from jobs spread over the windows, and a machine whose
-    # speed drifts meanwhile (other work starting or ending, the session's JVM still warming)
-    # would otherwise be measured at another speed than the one the model saw. The median is
-    # compared.
+    # The single batches over the last window's files are measured right after each one-batch
+    # window, not all of them after the last: the model's one batch rests on those windows, and
+    # a machine whose speed drifts meanwhile (other work starting or ending, the session's JVM
+    # still warming) would otherwise be measured at another speed than the one the model saw.
+    # The median is compared.
     jobs, singles = [], []
     for n, batches in enumerate(windows):
+        cached(data, range(batches[0].start, batches[-1].stop))
         jobs.append(run_window(recorded[n], source, batches, tmp_path / f"w{n}", spark)[0])
-        singles.append(measured_single(source, range(*last), tmp_path / f"single{n}", spark))
+        if n not in DYNAMIC:
+            singles += [
+                measured_single(source, range(*last), tmp_path / f"single{n}-{k}", spark) for k in range(SINGLES)
+            ]
     partial_s = statistics.median(p for p, _, _ in singles)
     merge_s = statistics.median(m for _, m, _ in singles)
     (rows,) = {r for _, _, r in singles}
@@ -240,7 +277,8 @@ def test_the_pages_cost_ratio_is_near_a_measured_single_batchs(spark: SparkSessi
     actual_ratio = summary.cost_s / (partial_s + merge_s)
     print(
         f"\njobs by window (s; batches, then the merge): {[[round(x, 2) for x in w] for w in jobs]}\n"
-        f"single batch after each window (s; partial, merge): {[(round(p, 2), round(m, 2)) for p, m, _ in singles]}\n"
+        f"single batches after the one-batch windows (s; partial, merge): "
+        f"{[(round(p, 2), round(m, 2)) for p, m, _ in singles]}\n"
         f"last window: {BATCHES} batches over {rows} rows, actual {summary.cost_s:.2f} s\n"
         f"one batch: stored {summary.cost_model} model {summary.single_batch_cost_s:.2f} s "
         f"[95%: {summary.single_batch_low_s:.2f}, {summary.single_batch_high_s:.2f}], "
