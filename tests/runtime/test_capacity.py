@@ -9,11 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-import pytest
-
 from airflow_iqp.constants import BatchReason, JobKind, Mode, Policy, WindowStatus
 from airflow_iqp.ledger import dispatch, session_scope, store
-from airflow_iqp.ledger.engine import engine, migrate
 from airflow_iqp.ledger.models import Window
 from airflow_iqp.planning.admission import RecurringQuery
 from airflow_iqp.planning.record import PlanRecord
@@ -21,9 +18,6 @@ from airflow_iqp.runtime import capacity
 from airflow_iqp.settings import DispatchSettings
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
-
     from sqlalchemy.orm import Session
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -34,14 +28,6 @@ DEMANDS = (
     RecurringQuery(name="iqp_b", period=120, deadline=360, work=40, longest_job=10, final_work=10),
 )
 PLAN = DispatchSettings(cores="plan", max_cores=4)
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    migrate(url)
-    yield url
-    engine(url).dispose()
 
 
 def register(url: str) -> dict[str, int]:

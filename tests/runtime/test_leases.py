@@ -7,18 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
-
-import pytest
 
 from airflow_iqp.ledger import leases, session_scope
-from airflow_iqp.ledger.engine import engine, migrate
 from airflow_iqp.runtime.leases import LeaseController
 from airflow_iqp.settings import DispatchSettings
-
-if TYPE_CHECKING:
-    from collections.abc import Iterator
-    from pathlib import Path
 
 BTU = 20.0  # the notice is then a quarter unit: 5 s
 T0 = datetime(2026, 1, 1, 10, 0, tzinfo=UTC)
@@ -49,15 +41,6 @@ class Cluster:
         return list(ids)
 
 
-@pytest.fixture
-def url(tmp_path: Path) -> Iterator[str]:
-    url = f"sqlite:///{tmp_path / 'ledger.db'}"
-    migrate(url)
-    yield url
-    engine(url).dispose()
-    engine(url, read_only=True).dispose()
-
-
 def controller(url: str, cluster: Cluster) -> LeaseController:
     return LeaseController(cluster, DispatchSettings(cores="plan", max_cores=2, billing_unit_seconds=BTU), url)
 
@@ -66,22 +49,22 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def test_idle_executors_the_plan_does_not_need_go_within_the_notice_of_their_units_end(url: str) -> None:
+def test_idle_executors_the_plan_does_not_need_go_within_the_notice_of_their_units_end(ledger: str) -> None:
     cluster = Cluster()
-    lease = controller(url, cluster)
+    lease = controller(ledger, cluster)
     lease.step(at(1))
     assert cluster.killed == [], "paid to the end of the unit: kept"
     lease.step(at(16))
     assert sorted(cluster.killed) == ["0", "1"]
     lease.step(at(17))
-    with session_scope(url, read_only=True) as s:
+    with session_scope(ledger, read_only=True) as s:
         held = leases.held(s, T0, at(18))
     assert [(h.start, h.end) for h in held] == [(T0, at(17))] * 2
 
 
-def test_no_executor_is_killed_while_a_job_runs_it_may_hold_its_shuffle_output(url: str) -> None:
+def test_no_executor_is_killed_while_a_job_runs_it_may_hold_its_shuffle_output(ledger: str) -> None:
     cluster = Cluster(running=True)
-    lease = controller(url, cluster)
+    lease = controller(ledger, cluster)
     lease.step(at(16))
     assert cluster.killed == [], "a job runs: every executor is kept"
     cluster.running = False
