@@ -64,6 +64,7 @@ def write_dag(
     mode: str,
     static: dict[str, str],
     dates: str = EVERY_WINDOW,
+    window: timedelta = WINDOW,
 ) -> None:
     """The DAG file in `dags`, its cost model and work directory in `home`."""
     model = home / f"{query}.json"
@@ -73,7 +74,7 @@ def write_dag(
         DAG_FILE.format(
             dag_id=dag_id,
             query=query,
-            window=WINDOW.total_seconds(),
+            window=window.total_seconds(),
             deadline=deadline,
             landing=landing,
             cost_model=model,

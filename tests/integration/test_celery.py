@@ -28,7 +28,7 @@ from airflow_iqp.ledger import migrate, session_scope, store
 from airflow_iqp.ledger.models import DispatchRequest
 from airflow_iqp.tpch.generate import generate
 from tests.integration.airflow_env import AirflowEnv
-from tests.integration.dispatch_dags import DYNAMIC, WINDOW, one_window, write_dag
+from tests.integration.dispatch_dags import DYNAMIC, one_window, write_dag
 from tests.integration.windows import check_window, declaration, replay
 from tests.postgres import create_database
 from tests.topology import WORKERS, Topology
@@ -43,6 +43,10 @@ if TYPE_CHECKING:
 # The DAG processor finds the files within its 5 s refresh and parses them (4 s in our runs) before the
 # window opens; were it later, the run would start late inside its window, not be skipped.
 LEAD = timedelta(seconds=10)
+# Longer than the other live-window tests' 20 s: on this topology `plan` and the slots' triggers
+# start 13-14 s into the window, and a slot's worker process 4-5 s after it leaves the triggerer,
+# so in 20 s q6's first cut came after the close, every file in one batch (2026-11-28, twice).
+WINDOW = timedelta(seconds=30)
 POLICY = Policy.EDF
 # dag_id: (query, deadline in s, mode): two dynamic queries (one cut in two or more batches), one static.
 QUERIES = {
@@ -66,6 +70,7 @@ def write_dags(topology: Topology, stream: Path, landing: Path, start: datetime)
             mode,
             static if query == "q14" else {},
             one_window(start),
+            WINDOW,
         )
 
 
