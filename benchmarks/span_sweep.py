@@ -5,19 +5,18 @@ Run (one heavy job at a time on this machine):
 
 Each span is one `benchmarks/tier_m.py` run with `--queries q6` and the same `--files`, so only
 the span changes: streaming pays per trigger over the span, ours and the one-shot job per file.
-A span whose `runs.jsonl` is in `--out` already is not run again (a sweep that stopped resumes).
+A system already recorded for a span in `--out` is not run again (a sweep that stopped resumes).
 Prints and writes `sweep.txt` (CPU-seconds by system and span) and `sweep.png`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from benchmarks import tier_m
-from benchmarks.tierm.run import QueryResult, SystemRun
+from benchmarks.tierm.run import SystemRun, load_runs
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -29,16 +28,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=Path("data/tier-m/span-sweep"), help="results directory")
     return parser.parse_args(argv)
-
-
-def load(path: Path) -> list[SystemRun]:
-    """The system runs tier_m.py recorded in `path` (runs.jsonl)."""
-    runs = []
-    for line in path.read_text().splitlines():
-        data = json.loads(line)
-        data["queries"] = {q: QueryResult(**r) for q, r in data["queries"].items()}
-        runs.append(SystemRun(**data))
-    return runs
 
 
 def table(by_span: dict[float, list[SystemRun]]) -> str:
@@ -83,17 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     by_span: dict[float, list[SystemRun]] = {}
     for span in (float(s) for s in args.spans.split(",")):
         out = args.out / f"span-{span:g}"
-        if not (out / "runs.jsonl").exists():
-            tier_m.main(
-                [
-                    "--queries=q6",
-                    f"--span={span:g}",
-                    f"--files={args.files}",
-                    f"--systems={args.systems}",
-                    f"--out={out}",
-                ]
-            )
-        by_span[span] = load(out / "runs.jsonl")
+        tier_m.main(
+            ["--queries=q6", f"--span={span:g}", f"--files={args.files}", f"--systems={args.systems}", f"--out={out}"]
+        )
+        by_span[span] = load_runs(out / "runs.jsonl")
     text = table(by_span)
     (args.out / "sweep.txt").write_text(text + "\n")
     plot(by_span, args.out / "sweep.png")

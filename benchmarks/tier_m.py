@@ -16,17 +16,16 @@ Deadlines: window end + 10 s + delta x the cumulative single-batch costs (benchm
 Cost: CPU-seconds over the span of every process a system needs (ours and one-shot: the Connect
 server, each Airflow process, the task processes, Airflow's metadata database and the ledger's,
 reported apart; streaming: its whole application). Results are checked against one Spark SQL pass.
-Writes runs.jsonl and tables.txt into --out and prints the tables.
+Appends each system's run to runs.jsonl in --out as it ends; a system already recorded there is
+not run again (a run that stopped resumes). Writes tables.txt and prints the tables.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import threading
 import time
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,7 +35,7 @@ from benchmarks.ssbench import producer
 from benchmarks.ssbench.spark_worker import batch_truth
 from benchmarks.tierm.airflow_side import AirflowWindow, Stream, tier_services
 from benchmarks.tierm.deadlines import connect_model, deadline_offsets, single_batch_cost
-from benchmarks.tierm.run import QueryResult, SystemRun
+from benchmarks.tierm.run import QueryResult, SystemRun, load_runs, record_run
 from benchmarks.tierm.streaming import TRIGGERS, run_streaming
 from benchmarks.tierm.table import airflow_per_task, parts, per_query, totals
 
@@ -96,9 +95,14 @@ def main(argv: list[str] | None = None) -> int:
     models = {q: connect_model(q, out / "models") for q in queries}
     costs = {q: single_batch_cost(models[q], rows[q]) for q in queries}
     deadlines = {"tight": deadline_offsets(costs, queries, tight), "loose": deadline_offsets(costs, queries, loose)}
+    recorded = {r.config: r for r in load_runs(out / "runs.jsonl")}
+    pending = [s for s in systems if s not in recorded]
+    if recorded:
+        log(f"recorded in {out} already, not run again: {', '.join(s for s in systems if s in recorded)}")
     truth: dict[str, list[tuple[float | str | None, ...]]] = {}
     computing = threading.Thread(target=lambda: truth.update(batch_truth(source, queries, out / "truth")))
-    computing.start()
+    if pending:
+        computing.start()
     stream = Stream(
         source=source,
         queries=queries,
@@ -108,8 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         models=models,
         rows_per_file={q: rows[q] / args.files for q in queries},
     )
-    runs: list[SystemRun] = []
-    airflow_systems = [s for s in systems if s not in TRIGGERS]
+    airflow_systems = [s for s in pending if s not in TRIGGERS]
     last = max(deadlines["loose"].values())
     if airflow_systems:
         services = tier_services(out / "airflow")
@@ -120,15 +123,14 @@ def main(argv: list[str] | None = None) -> int:
             for config in airflow_systems:
                 offsets = {} if config == "one-shot" else deadlines[config.removeprefix("ours-")]
                 window = AirflowWindow(services, stream, config, out / config, offsets)
-                runs.append(_logged(config, partial(window.run, last), queries))
+                recorded[config] = _logged(config, partial(window.run, last), queries, out)
         finally:
             services.stop()
-    computing.join()
-    for config in (s for s in systems if s in TRIGGERS):
-        runs.append(_logged(config, partial(run_streaming, config, stream, out / config, last), queries))
-    with (out / "runs.jsonl").open("w") as sink:
-        for run in runs:
-            sink.write(json.dumps(asdict(run)) + "\n")
+    if pending:
+        computing.join()
+    for config in (s for s in pending if s in TRIGGERS):
+        recorded[config] = _logged(config, partial(run_streaming, config, stream, out / config, last), queries, out)
+    runs = [recorded[s] for s in systems]
     tables = "\n\n".join(
         [
             f"Tier M: {len(queries)} queries ({','.join(queries)}), {args.files} files over {args.span:g} s, "
@@ -149,8 +151,10 @@ def _streams(query: str) -> tuple[str, ...]:
     return load_query(query).streams
 
 
-def _logged(config: str, run: Callable[[], SystemRun], queries: tuple[str, ...]) -> SystemRun:
-    """Run one system; a failure becomes a run with no results, so the others still run."""
+def _logged(config: str, run: Callable[[], SystemRun], queries: tuple[str, ...], out: Path) -> SystemRun:
+    """Run one system and record it in `out`; a failure is not recorded (a rerun tries it again)
+    and becomes a run with no results here, so the others still run.
+    """
     log(f"{config}: running")
     try:
         found = run()
@@ -158,6 +162,7 @@ def _logged(config: str, run: Callable[[], SystemRun], queries: tuple[str, ...])
         log(f"{config}: failed: {type(err).__name__}: {err}")
         failed = QueryResult(None, None, False, f"{type(err).__name__}: {err}"[:200])
         return SystemRun(config, {}, 0, 0.0, dict.fromkeys(queries, failed), 0.0)
+    record_run(found, out / "runs.jsonl")
     exact = sum(r.exact for r in found.queries.values())
     log(f"{config}: {found.total:.1f} CPU-s over {found.span_s:.0f} s; {exact}/{len(queries)} exact")
     for query, why in found.refused.items():

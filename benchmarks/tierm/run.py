@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # The parts of a run's CPU that are Airflow's own (the rest is Spark's, or the ledger's database).
 AIRFLOW_PARTS = ("scheduler", "tasks", "triggerer", "dag-processor", "api-server", "metadata-db")
@@ -47,3 +52,21 @@ class SystemRun:
         if result is None or result.ready_after_close is None or not result.exact:
             return None if query in self.refused else False
         return result.ready_after_close <= deadline_s
+
+
+def load_runs(path: Path) -> list[SystemRun]:
+    """The system runs recorded in `path` (runs.jsonl), none if it is not there yet."""
+    if not path.exists():
+        return []
+    runs = []
+    for line in path.read_text().splitlines():
+        data = json.loads(line)
+        data["queries"] = {q: QueryResult(**r) for q, r in data["queries"].items()}
+        runs.append(SystemRun(**data))
+    return runs
+
+
+def record_run(run: SystemRun, path: Path) -> None:
+    """Append one system's run to `path` as soon as it ends, so a long benchmark that stops keeps it."""
+    with path.open("a") as sink:
+        sink.write(json.dumps(asdict(run)) + "\n")
