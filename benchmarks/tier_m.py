@@ -34,7 +34,7 @@ from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.spark_worker import batch_truth
 from benchmarks.tierm.airflow_side import AirflowWindow, Stream, tier_services
-from benchmarks.tierm.deadlines import connect_model, deadline_offsets, single_batch_cost
+from benchmarks.tierm.deadlines import deadline_offsets, fitted_models, single_batch_cost
 from benchmarks.tierm.run import QueryResult, SystemRun, load_runs, record_run
 from benchmarks.tierm.streaming import TRIGGERS, run_streaming
 from benchmarks.tierm.table import airflow_per_task, parts, per_query, totals
@@ -88,11 +88,11 @@ def main(argv: list[str] | None = None) -> int:
     scale = args.files * ORDERS_PER_FILE / 1_500_000
     source = (args.data / f"s{scale:g}-f{args.files}").absolute()
     out = (args.out or args.data / time.strftime("results-%Y%m%d-%H%M%S")).absolute()
-    (out / "models").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     manifest = producer.ensure_stream(source, scale, args.files)
     log(f"stream: {source} ({args.files} files, scale {scale:g}, span {args.span:g} s)")
     rows = {q: sum(f.rows for s in _streams(q) for f in manifest.streams[s]) for q in queries}
-    models = {q: connect_model(q, out / "models") for q in queries}
+    models = fitted_models(source, queries, source.parent / f"{source.name}-models")
     costs = {q: single_batch_cost(models[q], rows[q]) for q in queries}
     deadlines = {"tight": deadline_offsets(costs, queries, tight), "loose": deadline_offsets(costs, queries, loose)}
     recorded = {r.config: r for r in load_runs(out / "runs.jsonl")}

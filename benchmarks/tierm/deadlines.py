@@ -3,17 +3,22 @@ cumulative single-batch costs, the queries taken in the order given (plus REACTI
 
 A query's single-batch cost is what the cost model our DAG plans with predicts for one partial
 over the whole window and a merge of that one partial: known before any run, as a deadline must
-be. That model is the packaged one's Spark Connect section, or, for a query fitted without one,
-its in-process section (a warm Spark, as a Connect server is; Tier S's `Setting.cost_path`).
+be. That model is fitted on the stream's own files (`iqp fit-cost-model --paths spark_connect`
+on a private Connect server, once per generated stream), as a user fits a model on the files
+they have. The packaged models were fitted on 60,000 rows at most, a twentieth of a Tier M
+window's 1.2M: extrapolated that far, they planned the 20-minute run's 13 windows in 223
+batches (2026-11-28), each with its own task process and job.
 """
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow_iqp.constants import ExecutionPath
-from airflow_iqp.declaration import EXAMPLE_COST_MODELS
 from airflow_iqp.planning.cost_model_file import load_cost_model
 
 # Our departure from the protocol: every deadline also gets this many seconds, since anything run
@@ -23,17 +28,24 @@ REACTION_S = 10.0
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-    from pathlib import Path
 
 
-def connect_model(query: str, into: Path) -> Path:
-    """The query's cost model file with a Spark Connect section, written into `into`."""
-    packaged: dict[str, Any] = json.loads((EXAMPLE_COST_MODELS / f"{query}.json").read_text())
-    paths = packaged["paths"]
-    section = paths.get(ExecutionPath.SPARK_CONNECT.value, paths[ExecutionPath.IN_PROCESS.value])
-    target = into / f"{query}.json"
-    target.write_text(json.dumps({"query": query, "unit": packaged["unit"], "paths": {"spark_connect": section}}))
-    return target
+def fitted_models(source: Path, queries: Sequence[str], into: Path) -> dict[str, Path]:
+    """Each query's model file with a Spark Connect section fitted on the stream at `source`,
+    measured once on one private server and kept in `into` (a model already there is reused).
+    """
+    from airflow_iqp.spark.connect_server import running
+
+    models = {q: into / f"{q}.json" for q in queries}
+    missing = [q for q, path in models.items() if not path.is_file()]
+    if missing:
+        into.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="iqp-tierm-fit-") as state, running(Path(state)) as server:
+            on = ["--paths", "spark_connect", "--connect", server.url_with_token, "--out", str(into)]
+            for query in missing:
+                fit = ["fit-cost-model", query, "--data", str(source), *on]
+                subprocess.run([sys.executable, "-m", "airflow_iqp.cli", *fit], check=True)
+    return models
 
 
 def single_batch_cost(model: Path, rows: int) -> float:

@@ -5,8 +5,9 @@ from typing import TYPE_CHECKING, cast
 
 import pytest
 
+from airflow_iqp.declaration import EXAMPLE_COST_MODELS
 from benchmarks.tierm.airflow_side import AirflowWindow
-from benchmarks.tierm.deadlines import REACTION_S, connect_model, deadline_offsets, single_batch_cost
+from benchmarks.tierm.deadlines import REACTION_S, deadline_offsets, fitted_models, single_batch_cost
 from benchmarks.tierm.run import QueryResult, SystemRun
 from benchmarks.tierm.table import totals
 
@@ -22,10 +23,14 @@ def test_deadlines_grow_with_the_cumulative_costs_in_the_given_order() -> None:
     assert offsets == {"b": REACTION_S + 6.0, "a": REACTION_S + 10.0, "c": REACTION_S + 12.0}
 
 
-def test_a_query_fitted_without_a_connect_section_plans_with_its_in_process_one(tmp_path: Path) -> None:
-    written = json.loads(connect_model("q3", tmp_path).read_text())
-    assert list(written["paths"]) == ["spark_connect"]
-    assert single_batch_cost(tmp_path / "q3.json", 10_000) > single_batch_cost(tmp_path / "q3.json", 1_000) > 0
+def test_a_stream_s_fitted_models_are_reused_not_measured_again(tmp_path: Path) -> None:
+    """Models already fitted for the stream are returned as they are: no server, no measurement."""
+    packaged = json.loads((EXAMPLE_COST_MODELS / "q6.json").read_text())
+    fitted = {"query": "q6", "unit": "rows", "paths": {"spark_connect": packaged["paths"]["spark_connect"]}}
+    (tmp_path / "q6.json").write_text(json.dumps(fitted))
+    models = fitted_models(tmp_path / "no-stream-here", ["q6"], tmp_path)
+    assert models == {"q6": tmp_path / "q6.json"}
+    assert single_batch_cost(models["q6"], 10_000) > single_batch_cost(models["q6"], 1_000) > 0
 
 
 def _run(config: str, cpu: dict[str, float], ready: float | None, exact: bool = True) -> SystemRun:
