@@ -74,6 +74,12 @@ def test_example_dag_builds_plan_partials_merge_late_files(name: str, demo_env: 
     late = dag.get_task("late_files")
     assert isinstance(late, LateFilesOperator)
     assert late.trigger_rule == "all_done"  # after a failed merge too: its late files are still recorded
+    # as the DAG processor stores it for the scheduler: late_files starts in the triggerer
+    stored = DagSerialization.from_dict(DagSerialization.to_dict(dag)).get_task("late_files")
+    assert stored.start_from_trigger
+    assert stored.start_trigger_args is not None
+    assert stored.start_trigger_args.trigger_cls == "airflow_iqp.triggers.late_start.LateFilesStartTrigger"
+    assert stored.start_trigger_args.next_method == "on_started"
 
 
 def test_bad_dag_file_fails_at_parse_time(tmp_path: Path) -> None:

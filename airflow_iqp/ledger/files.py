@@ -232,6 +232,24 @@ def frozen_identities(session: Session, dag_id: str, uris: Iterable[str]) -> dic
     return found
 
 
+def recorded_events(session: Session, dag_id: str, uris: Iterable[str]) -> set[tuple[str, str, str, int, datetime]]:
+    """The DAG's recorded events among `uris`, each as (stream, uri, status, size, modified): a
+    file version `record_file_event` would not record again.
+    """
+    query_id = lookup.query_id(session, dag_id)
+    found: set[tuple[str, str, str, int, datetime]] = set()
+    for chunk in _chunks(sorted(set(uris))):
+        rows = session.execute(
+            select(StreamFile.stream, StreamFile.uri, StreamFile.status, StreamFile.size, StreamFile.modified).where(
+                StreamFile.query_id == query_id,
+                StreamFile.status != literal(FileStatus.FROZEN.value, literal_execute=True),
+                StreamFile.uri.in_(chunk),
+            )
+        )
+        found.update((s, uri, FileStatus(status).value, size, modified) for s, uri, status, size, modified in rows)
+    return found
+
+
 def record_file_event(
     session: Session,
     dag_id: str,

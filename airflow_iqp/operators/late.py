@@ -15,29 +15,23 @@ rewritten: its first version is the one that counted.
 from __future__ import annotations
 
 import functools
-from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
+from airflow.triggers.base import StartTriggerArgs
 
-from airflow_iqp.constants import (
-    CLOSED_WINDOW_STATES,
-    BatchReason,
-    BatchStatus,
-    FileStatus,
-    JobKind,
-    OnLate,
-    WindowStatus,
-)
+from airflow_iqp.constants import BatchReason, BatchStatus, JobKind, OnLate
 from airflow_iqp.ledger import session_scope, store
 from airflow_iqp.operators.dispatched import DispatchedSparkSubmitOperator, ResourceRequest
 from airflow_iqp.operators.partial import recorded_partial
 from airflow_iqp.operators.window import JOBS_DIR, merge_spec, partial_spec, run_window, spark_env, window_dir
 from airflow_iqp.results.publish import publish
+from airflow_iqp.runtime import late
 from airflow_iqp.runtime.inputs import InputSpec, files_by_stream
 from airflow_iqp.spark.jobs.output import read_marker
+from airflow_iqp.triggers.late_start import LateFilesStartTrigger
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -53,10 +47,19 @@ LATE_SLOT = -2  # the late re-merge's slot in dispatcher requests
 class LateFilesOperator(DispatchedSparkSubmitOperator):
     """Records late and rewritten files; re-merges windows with late files when declared to."""
 
+    # Each task starts in the triggerer and takes a task process only when there is something to
+    # record (see airflow_iqp.triggers.late_start); `airflow dags test` runs `execute` instead.
+    start_from_trigger = True
+
     def __init__(self, *, declaration: Declaration, work_dir: str, **kwargs: Any) -> None:
         super().__init__(application=str(JOBS_DIR / "partial_job.py"), env_vars=spark_env(), **kwargs)
         self.declaration = declaration
         self.work_dir = work_dir
+        self.start_trigger_args = StartTriggerArgs(
+            trigger_cls=f"{LateFilesStartTrigger.__module__}.{LateFilesStartTrigger.__qualname__}",
+            trigger_kwargs={"remerge": declaration.on_late is OnLate.REMERGE, "poll_interval": 1.0},
+            next_method="on_started",
+        )
 
     def already_done(self, context: Context) -> str | None:
         """Never: a retry lists the streams again and takes the late units no batch froze."""
@@ -68,44 +71,26 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         start, _ = run_window(context)
         listed = InputSpec.of(decl.streams, start, decl.window).recent_units()
         with session_scope() as session:
-            late = self.record(session, listed)
-        if not late:
+            merged = self.record(session, listed)
+        if not merged:
             raise AirflowSkipException("no late file for any merged window")
-        counts = ", ".join(f"{ws:%Y-%m-%d %H:%M:%S}: {len(units)} unit(s)" for ws, units in late.items())
+        counts = ", ".join(f"{ws:%Y-%m-%d %H:%M:%S}: {len(units)} unit(s)" for ws, units in merged.items())
         self.log.warning("late files of merged windows (%s)", counts)
         if decl.on_late is not OnLate.REMERGE:
             raise AirflowSkipException(f"late files recorded on their windows ({counts}); on_late='record'")
         return self.queue_for_resource(context, self.resource_request(context))
 
+    def on_started(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Back from `LateFilesStartTrigger`, which saw something to record: as `execute`."""
+        return self.execute(context)
+
     def record(self, session: Session, units: list[InputUnit]) -> dict[datetime, list[InputUnit]]:
         """Record late and rewritten files; returns the late units of merged windows by window start."""
-        decl = self.declaration
-        files = [f for unit in units for f in unit.files]
-        frozen = store.frozen_identities(session, decl.dag_id, [f.uri for f in files])
-        rewritten = [f for f in files if f.uri in frozen and frozen[f.uri].identity != f.identity]
-        for file in rewritten:
-            store.record_file_event(
-                session,
-                decl.dag_id,
-                frozen[file.uri].window_id,
-                file,
-                FileStatus.REWRITTEN,
-                note="a file of this name was frozen before with other contents; the first version counted",
-            )
-        late: dict[datetime, list[InputUnit]] = defaultdict(list)
-        for unit in units:
-            if any(f.uri in frozen for f in unit.files):
-                continue
-            window_id = store.window_id(session, decl.dag_id, unit.window_start)
-            status = None if window_id is None else store.window_summary(session, window_id).status
-            if window_id is not None and status not in CLOSED_WINDOW_STATES:
-                continue  # its window is still running: it will take the unit
-            note = "came after its window's merge started" if window_id else "its window never ran: backfill it"
-            for file in unit.files:
-                store.record_file_event(session, decl.dag_id, window_id, file, FileStatus.LATE, note=note)
-            if window_id is not None and status == WindowStatus.MERGED:
-                late[unit.window_start].append(unit)
-        return dict(late)
+        dag_id = self.declaration.dag_id
+        found = late.look(session, dag_id, units)
+        for event in found.events:
+            store.record_file_event(session, dag_id, event.window_id, event.file, event.status, event.note)
+        return found.merged
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """Ranked as part of this run: its window's deadline (the late windows' own have passed)."""
@@ -134,9 +119,9 @@ class LateFilesOperator(DispatchedSparkSubmitOperator):
         start, _ = run_window(context)
         listed = InputSpec.of(decl.streams, start, decl.window).recent_units()
         with session_scope() as session:
-            late = self.record(session, listed)
+            merged = self.record(session, listed)
         published = []
-        for window_start, units in sorted(late.items()):
+        for window_start, units in sorted(merged.items()):
             published.append(self.remerge(context, window_start, files_by_stream(units)))
         return published
 

@@ -5,6 +5,13 @@ task registers with the dispatcher when it comes back. A slot left with nothing 
 here as skipped (`TaskSkippedEvent`): its skip writes nothing, and a window has more slots than
 batches, so resuming each unused one in a new task process only to skip it cost about a
 CPU-second apiece, at the window's end, beside its last batch and merge.
+
+While its window is open, a slot far from its turn (two or more turns before it, or its own
+already had) looks every window / FAR_LOOKS seconds (at most FAR_POLL_MAX), not every poll
+interval: nothing is for it to do before the slots ahead have cut their batches. With 13 twenty-
+minute windows of Tier M, 451 slots looking every second took a whole core of the triggerer's
+two. Once the window has closed every slot looks each interval, so the unused ones skip soon
+after the last batch is cut and the merge is not held up.
 """
 
 from __future__ import annotations
@@ -17,11 +24,14 @@ from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
 
 from airflow_iqp.ledger import session_scope
 from airflow_iqp.runtime.descriptors import DynamicSlot, descriptor
-from airflow_iqp.runtime.slots import SlotAction, decide
+from airflow_iqp.runtime.slots import SlotAction, SlotDecision, decide
 from airflow_iqp.triggers.polling import PollingTrigger
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+FAR_LOOKS = 120  # looks per window of a slot far from its turn, while the window is open
+FAR_POLL_MAX = 10.0  # seconds
 
 
 class BatchReadyTrigger(PollingTrigger):
@@ -38,19 +48,34 @@ class BatchReadyTrigger(PollingTrigger):
         """See the base class."""
         return {"spec": self.spec, "patience": self.patience}
 
-    def look(self) -> SlotAction:
-        """What the slot may do now."""
+    @property
+    def slot(self) -> DynamicSlot:
+        """The slot this trigger waits for."""
         spec = descriptor(self.spec)
         if not isinstance(spec, DynamicSlot):
             raise TypeError(f"a static batch waits in WindowInputTrigger, not here: {spec}")
+        return spec
+
+    def look(self) -> SlotDecision:
+        """What the slot may do now."""
+        spec = self.slot
         selection = spec.window_input.look_window()
         with session_scope(read_only=True) as session:
-            return decide(session, spec, selection, time.time(), self.patience).action
+            return decide(session, spec, selection, time.time(), self.patience)
+
+    def pause(self, decision: SlotDecision, now: float) -> float:
+        """Seconds until the next look, on wall-clock multiples of its interval (see the module doc)."""
+        interval = self.poll_interval
+        window = self.slot.window_input
+        if decision.far and now < window.window_end.timestamp():
+            interval = max(interval, min(FAR_POLL_MAX, window.window.total_seconds() / FAR_LOOKS))
+        return interval - now % interval
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll on wall-clock multiples of the interval while the slot must wait."""
-        while (action := await asyncio.to_thread(self.look)) is SlotAction.WAIT:
-            await asyncio.sleep(self.poll_interval - time.time() % self.poll_interval)
+        """Look on wall-clock multiples of the interval while the slot must wait."""
+        while (decision := await asyncio.to_thread(self.look)).action is SlotAction.WAIT:
+            await asyncio.sleep(self.pause(decision, time.time()))
+        action = decision.action
         if action is SlotAction.SKIP:
             yield TaskSkippedEvent()  # ends the task without resuming it on a worker
             return

@@ -24,10 +24,10 @@ from airflow_iqp.planning.record import PlanRecord, ReplanNote
 from airflow_iqp.runtime.ahead import START_AHEAD
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec, files_by_stream
-from airflow_iqp.runtime.slots import SlotAction
+from airflow_iqp.runtime.slots import SlotAction, SlotDecision
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.streams.watch import LOOK_TTL
-from airflow_iqp.triggers.batch_ready import BatchReadyTrigger
+from airflow_iqp.triggers.batch_ready import FAR_LOOKS, FAR_POLL_MAX, BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 from airflow_iqp.triggers.partial_start import AHEAD, PartialStartTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
@@ -165,10 +165,10 @@ def test_batch_ready_trigger_fires_when_the_slot_may_run(tmp_path: Path, ledger:
     )
     land(tmp_path / "sales", "a.parquet", T0 + timedelta(minutes=1))
     trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=0.05)
-    assert trigger.look() is SlotAction.WAIT  # one unit, MinBatch is two, and the window is open
+    assert trigger.look().action is SlotAction.WAIT  # one unit, MinBatch is two, and the window is open
     land(tmp_path / "sales", "b.parquet", T0 + timedelta(minutes=2))
     time.sleep(LOOK_TTL)  # the looks of one moment share a listing: the next one sees the new file
-    assert trigger.look() is SlotAction.RUN
+    assert trigger.look().action is SlotAction.RUN
     assert first_event(trigger) == {"action": "run"}
 
 
@@ -183,7 +183,7 @@ def test_batch_ready_trigger_ends_a_slot_with_nothing_left_as_skipped(tmp_path: 
     with session_scope(url) as s:  # slot 0 took the window's one file
         store.add_dynamic_batch(s, window_id, 0, BatchReason.ALL_IN, files_by_stream(selection.units), 1, 1, 1.0, T0)
     trigger = BatchReadyTrigger(spec.to_dict(), poll_interval=0.05)
-    assert trigger.look() is SlotAction.SKIP
+    assert trigger.look().action is SlotAction.SKIP
 
     async def first() -> TriggerEvent:
         async for event in trigger.run():
@@ -249,3 +249,24 @@ def test_grant_trigger_reports_a_decided_request_or_a_due_grant(ledger: tuple[st
     assert lease.request == request
     assert trigger.look() == RequestState.GRANTED
     assert first_event(trigger) == {"request_id": request, "state": "granted"}
+
+
+def test_a_slot_far_from_its_turn_looks_less_often_until_its_window_closes(tmp_path: Path) -> None:
+    opened = datetime(2026, 1, 1, tzinfo=UTC)  # the pauses are worked out for a given now
+    stream = FileStream(str(tmp_path / "sales"))
+
+    def slot(window: timedelta) -> BatchReadyTrigger:
+        spec = DynamicSlot(
+            window_id=1, slot=3, slots=5, input=InputSpec.of({"sales": stream}, opened, window).to_dict(),
+            expected_files=4, min_batch=2, max_batch=4,
+        )  # fmt: skip
+        return BatchReadyTrigger(spec.to_dict(), poll_interval=1.0)
+
+    now = opened.timestamp() + 60.0  # on a wall-clock multiple of every interval here
+    waiting, far = SlotDecision(SlotAction.WAIT), SlotDecision(SlotAction.WAIT, far=True)
+    ten_minutes = slot(timedelta(minutes=10))
+    assert ten_minutes.pause(waiting, now) == 1.0
+    assert ten_minutes.pause(far, now) == 600 / FAR_LOOKS  # 5 s
+    assert ten_minutes.pause(far, now + 600 - 60 + 0.25) == 0.75  # closed: every interval again
+    assert slot(timedelta(hours=10)).pause(far, now) == FAR_POLL_MAX
+    assert slot(timedelta(minutes=1)).pause(far, now) == 1.0  # never more often than the interval
