@@ -68,7 +68,6 @@ __all__ = [
     "planned_upto",
     "price_batch",
     "record_merge",
-    "run_window_start",
     "record_replan",
     "refresh_frozen",
     "record_plan",
@@ -321,15 +320,6 @@ def handed(session: Session, dag_id: str, run_id: str, map_index: int) -> dict[s
     if not 0 <= map_index < len(found):
         raise LedgerLookupError("batch or slot handed out", f"{dag_id} / {run_id} / partial_aggregate {map_index}")
     return found[map_index]
-
-
-def run_window_start(session: Session, dag_id: str, run_id: str) -> datetime | None:
-    """The start of the window the DAG run planned, if its `plan` recorded one."""
-    return session.scalar(
-        select(Window.window_start)
-        .join(Query, Query.id == Window.query_id)
-        .where(Query.dag_id == dag_id, Window.run_id == run_id)
-    )
 
 
 def slot_batch(session: Session, window_id: int, slot: int) -> int | None:

@@ -67,11 +67,13 @@ def look(session: Session, dag_id: str, units: list[InputUnit]) -> LateLook:
         if f.uri in frozen and frozen[f.uri].identity != f.identity
     ]
     merged: dict[datetime, list[InputUnit]] = defaultdict(list)
+    windows: dict[datetime, tuple[int | None, WindowStatus | None]] = {}  # one lookup per window, not per unit
     for unit in units:
         if any(f.uri in frozen for f in unit.files):
             continue
-        window_id = store.window_id(session, dag_id, unit.window_start)
-        status = None if window_id is None else store.window_summary(session, window_id).status
+        if unit.window_start not in windows:
+            windows[unit.window_start] = _window(session, dag_id, unit.window_start)
+        window_id, status = windows[unit.window_start]
         if window_id is not None and status not in CLOSED_WINDOW_STATES:
             continue  # its window is still running: it will take the unit
         note = AFTER_MERGE if window_id is not None else NEVER_RAN
@@ -79,3 +81,9 @@ def look(session: Session, dag_id: str, units: list[InputUnit]) -> LateLook:
         if window_id is not None and status == WindowStatus.MERGED:
             merged[unit.window_start].append(unit)
     return LateLook(events, dict(merged))
+
+
+def _window(session: Session, dag_id: str, start: datetime) -> tuple[int | None, WindowStatus | None]:
+    """The DAG's window starting at `start` and its status (None, None: never planned)."""
+    window_id = store.window_id(session, dag_id, start)
+    return window_id, None if window_id is None else store.window_summary(session, window_id).status

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
@@ -48,9 +49,9 @@ class BatchReadyTrigger(PollingTrigger):
         """See the base class."""
         return {"spec": self.spec, "patience": self.patience}
 
-    @property
+    @cached_property
     def slot(self) -> DynamicSlot:
-        """The slot this trigger waits for."""
+        """The slot this trigger waits for (parsed once, not at every look)."""
         spec = descriptor(self.spec)
         if not isinstance(spec, DynamicSlot):
             raise TypeError(f"a static batch waits in WindowInputTrigger, not here: {spec}")
