@@ -26,6 +26,9 @@ LEDGER_CONN_ENV = "AIRFLOW_CONN_IQP_DEFAULT"  # how Airflow names the connection
 PLAN: Literal["plan"] = "plan"  # [iqp] cores = plan: each grant gets the capacity plan's cores
 DEFAULT_MAX_CORES = 64  # as far as the capacity model's default speedup goes
 DEFAULT_BILLING_UNIT = 60.0  # seconds: a core billed per started minute
+# Airflow's CPU-s for one batch's task: 1.08 its process, 1.66 with the scheduler's and triggerer's
+# share (Tier M quick run, docs/benchmarks.md "Airflow's cost per DAG parse and per task").
+DEFAULT_BATCH_TASK_SECONDS = 1.7
 LOOPBACK = "127.0.0.1"
 LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")  # local, local[2], local[*], local[2,3]
 DRIVER_HOST_EXTRA, DRIVER_BIND_EXTRA = "driver-host", "driver-bind-address"  # extras of the `spark` connection
@@ -171,6 +174,18 @@ def deadline_alerts() -> bool:
     from airflow.sdk import conf
 
     return conf.getboolean(SECTION, "deadline_alerts", fallback=True)
+
+
+def batch_task_seconds() -> float:
+    """[iqp] batch_task_seconds (default 1.7): what Airflow spends on each batch's task, which
+    dynamic mode's MinBatch adds to every batch when it weighs more batches against alpha.
+    """
+    from airflow.sdk import conf
+
+    raw = conf.get(SECTION, "batch_task_seconds", fallback=None)
+    if raw is None or not raw.strip():
+        return DEFAULT_BATCH_TASK_SECONDS
+    return _seconds("batch_task_seconds", _parsed("batch_task_seconds", raw.strip()), minimum=0)
 
 
 def prior_models() -> Path | None:

@@ -11,8 +11,10 @@ import pytest
 from airflow_iqp.constants import Policy
 from airflow_iqp.exceptions import InvalidSetting
 from airflow_iqp.settings import (
+    DEFAULT_BATCH_TASK_SECONDS,
     DispatchSettings,
     airflow_home,
+    batch_task_seconds,
     driver_address,
     ledger_connection_uri,
     option_env,
@@ -96,6 +98,17 @@ def test_the_billing_unit_is_a_minute_unless_set(monkeypatch: pytest.MonkeyPatch
     assert DispatchSettings.load().billing_unit_seconds == 60.0, "a core billed per started minute"
     monkeypatch.setenv("AIRFLOW__IQP__BILLING_UNIT_SECONDS", "3600")
     assert DispatchSettings.load().billing_unit_seconds == 3600.0
+
+
+def test_a_batch_task_costs_the_measured_default_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AIRFLOW__IQP__BATCH_TASK_SECONDS", raising=False)
+    assert batch_task_seconds() == DEFAULT_BATCH_TASK_SECONDS
+    monkeypatch.setenv("AIRFLOW__IQP__BATCH_TASK_SECONDS", "0")
+    assert batch_task_seconds() == 0.0
+    for bad in ("-1", "lots"):
+        monkeypatch.setenv("AIRFLOW__IQP__BATCH_TASK_SECONDS", bad)
+        with pytest.raises(InvalidSetting, match="AIRFLOW__IQP__BATCH_TASK_SECONDS"):
+            batch_task_seconds()
 
 
 @pytest.mark.parametrize(

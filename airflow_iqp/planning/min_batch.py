@@ -3,7 +3,9 @@
 Small batches keep a non-preemptive scheduler responsive, large ones save overhead. The answer
 is the smallest b whose total cost (N tuples in batches of b, plus the merge of ceil(N/b)
 partials) is within (1 + alpha) of one batch of N, and whose own cost fits in tau_max, the
-longest a batch may block the shared resource. For 10^9 tuples a scan over b is far too slow:
+longest a batch may block the shared resource. A cost every batch pays outside the model (the
+orchestrator's task that runs it) counts against alpha, since batching multiplies it, but not
+against tau_max, since it does not hold the shared resource. For 10^9 tuples a scan over b is far too slow:
 a monotone lower bound finds where the answer can start, and from there the cost is walked in
 pieces on which it is linear in b, so each piece is settled in O(1).
 """
@@ -30,10 +32,24 @@ class MinBatch:
         return -(-total // self.size)
 
 
+@dataclass(frozen=True)
+class _PerBatch:
+    """A batch's modelled cost plus `extra` seconds each batch pays outside the model."""
+
+    model: LinearCost | PiecewiseLinearCost
+    extra: float
+
+    def cost(self, n: int) -> float:
+        return 0.0 if n <= 0 else self.model.cost(n) + self.extra
+
+    def segments(self, limit: int) -> list[tuple[int, int, float, float]]:
+        return [(lo, hi, a + self.extra, slope) for lo, hi, a, slope in self.model.segments(limit)]
+
+
 class _BatchedCost:
     """cost_b(N) + agg(ceil(N/b)) and the pieces on which it is linear in b."""
 
-    def __init__(self, total: int, cost: LinearCost | PiecewiseLinearCost, agg_cost: CostModel | None) -> None:
+    def __init__(self, total: int, cost: _PerBatch, agg_cost: CostModel | None) -> None:
         self.total = total
         self.cost = cost
         self.agg_cost = agg_cost
@@ -105,19 +121,23 @@ def min_batch_size(
     agg_cost: CostModel | None = None,
     alpha: float,
     tau_max: float,
+    per_batch: float = 0.0,
 ) -> MinBatch:
     """MinBatchSize: the smallest b within (1 + alpha) of one batch whose cost fits tau_max; if none
-    is within alpha, the largest b that fits tau_max, with `alpha_met` False.
+    is within alpha, the largest b that fits tau_max, with `alpha_met` False. `per_batch` is what
+    each batch costs beyond `cost` (its task): in the totals compared, not in tau_max.
     """
     total = whole_number(total, "total", minimum=1)
     alpha = number(alpha, "alpha", minimum=0)
     tau_max = number(tau_max, "tau_max")
+    per_batch = number(per_batch, "per_batch", minimum=0)
     if cost.cost(1) > tau_max:
         raise ValueError(
             f"tau_max ({tau_max:g} s) is below the cost of a single tuple ({cost.cost(1):g} s): no batch fits"
         )
-    batched = _BatchedCost(total, cost, agg_cost)
-    single = cost.cost(total)
+    charged = _PerBatch(cost, per_batch)
+    batched = _BatchedCost(total, charged, agg_cost)
+    single = charged.cost(total)
     limit = (1 + alpha) * single
     largest = min(total, cost.max_tuples(tau_max))
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from airflow_iqp.exceptions import InvalidDeclaration
 from airflow_iqp.planning import ArrivalCurve, MinBatch, PiecewiseLinearCost, Plan, min_batch_size, plan_single_query
+from airflow_iqp.settings import batch_task_seconds
 
 if TYPE_CHECKING:
     from airflow_iqp.declaration import ArrivalRate, CostModel, Declaration
@@ -65,8 +66,13 @@ class DynamicBatching:
         return 2 * self.min_batch.batches(self.expected_files) + 1
 
 
-def dynamic_batching(declaration: Declaration, rate: ArrivalRate, model: CostModel) -> DynamicBatching:
-    """MinBatch and the tau_max bound of a dynamic declaration, in files at `rate`."""
+def dynamic_batching(
+    declaration: Declaration, rate: ArrivalRate, model: CostModel, task_seconds: float | None = None
+) -> DynamicBatching:
+    """MinBatch and the tau_max bound of a dynamic declaration, in files at `rate`. Each batch is
+    also charged `task_seconds` for the Airflow task that runs it (None: `[iqp] batch_task_seconds`;
+    0 where batches run without Airflow): fewer, larger batches where tasks are dear.
+    """
     alpha, tau_max = declaration.dynamic_limits()
     files = rate.files_in(declaration.window)
     cost = file_costs(model, rate.rows_per_file)
@@ -77,7 +83,8 @@ def dynamic_batching(declaration: Declaration, rate: ArrivalRate, model: CostMod
             f"tau_max ({tau_max:g} s) is below the cost of one file of {declaration.dag_id} "
             f"(~{rate.rows_per_file:g} rows: {one_file:.1f} s by the cost model): no batch fits; raise tau_max"
         )
-    found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=alpha, tau_max=tau_max)
+    task = batch_task_seconds() if task_seconds is None else task_seconds
+    found = min_batch_size(total=files, cost=cost, agg_cost=extra_merge, alpha=alpha, tau_max=tau_max, per_batch=task)
     return DynamicBatching(found, max(found.size, min(files, cost.max_tuples(tau_max))), files)
 
 

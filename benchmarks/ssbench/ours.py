@@ -6,10 +6,11 @@ one-second polling as the triggers) and runs its jobs through a `JobPath` (jobs.
   normaliser);
 - `static`: the plan `plan_files` makes at the declared rate, each batch run once its files
   have landed (as WindowInputTrigger waits), the last taking what is left;
-- `dynamic`: MinBatch and the tau_max bound from `dynamic_batching`, a batch cut whenever
-  `batch_reason` allows (MinBatch landed, the last file in, the window closed, slow input), as
-  `slots.decide` does, with the last free slot taking the rest. One query holds the resource
-  alone, so the dispatcher's ranking (LLF) never has a choice to make here.
+- `dynamic`: MinBatch and the tau_max bound from `dynamic_batching` (no Airflow task to
+  charge a batch for), a batch cut whenever `batch_reason` allows (MinBatch landed, the last
+  file in, the window closed, slow input), as `slots.decide` does, with the last free slot
+  taking the rest. One query holds the resource alone, so the dispatcher's ranking (LLF)
+  never has a choice to make here.
 What the loop leaves out is Airflow itself: its scheduler, triggerer and ledger transactions.
 """
 
@@ -188,7 +189,9 @@ def static(setting: Setting) -> Run:
 def dynamic(setting: Setting) -> Run:
     """A batch whenever one is eligible, at most tau_max's worth; the last free slot takes the rest."""
     declaration = setting.declaration(Mode.DYNAMIC)
-    batching = dynamic_batching(declaration, setting.rate, declaration.fitted_model(setting.cost_path))
+    batching = dynamic_batching(
+        declaration, setting.rate, declaration.fitted_model(setting.cost_path), task_seconds=0.0
+    )
 
     def run(window: Window) -> Account:
         taken: list[str] = []

@@ -107,7 +107,7 @@ def test_one_batch_runs_once_every_file_is_in_after_the_window(tmp_path, clock):
 def test_dynamic_cuts_batches_between_min_batch_and_tau_max_and_takes_every_file_once(tmp_path, clock):
     given = setting(tmp_path)
     declared = given.declaration(ours.Mode.DYNAMIC)
-    batching = dynamic_batching(declared, given.rate, declared.fitted_model(given.cost_path))
+    batching = dynamic_batching(declared, given.rate, declared.fitted_model(given.cost_path), task_seconds=0.0)
     path = FakePath()
     account = ours.dynamic(given)(window(tmp_path, path))
     assert [n for b in path.batches for n in b] == NAMES
