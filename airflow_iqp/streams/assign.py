@@ -11,7 +11,6 @@ match the pattern). Nothing is dropped silently.
 
 from __future__ import annotations
 
-import calendar
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
@@ -27,6 +26,7 @@ if TYPE_CHECKING:
 # Where windows are counted from unless a timetable names another origin.
 ORIGIN = datetime(2000, 1, 1, tzinfo=UTC)
 _MICROSECOND = timedelta(microseconds=1)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def window_start(at: datetime, window: timedelta, origin: datetime) -> datetime:
@@ -43,10 +43,11 @@ def window_start(at: datetime, window: timedelta, origin: datetime) -> datetime:
 
 
 def _micros(at: datetime) -> int:
-    """Microseconds since the epoch: pendulum's differences are Intervals that do not divide
-    by a timedelta, and float timestamps would round.
+    """Microseconds since the epoch, exactly: float timestamps would round. The plain datetime
+    difference, as pendulum's are Intervals that do not divide by a timedelta; a trigger works
+    this out for every listed file at every look.
     """
-    return calendar.timegm(at.utctimetuple()) * 1_000_000 + at.microsecond
+    return datetime.__sub__(at, _EPOCH) // _MICROSECOND
 
 
 def file_time(file: DataFile, stream: FileStream) -> datetime | None:
