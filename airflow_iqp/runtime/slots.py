@@ -67,7 +67,6 @@ class SlotDecision:
     take: tuple[InputUnit, ...] = ()  # the units the batch would take if cut now
     processed: int = 0  # units already taken by batches of the window
     batches: int = 0  # batches cut so far
-    far: bool = False  # two or more turns come before this slot's, or it has had its turn
 
 
 def decide(
@@ -86,7 +85,6 @@ def decide(
     batches = len(cut_by)
     if selection.final and not waiting and batches > 0:
         return SlotDecision(SlotAction.SKIP, processed=processed, batches=batches)
-    far = spec.slot not in sorted(set(range(spec.slots)) - set(cut_by))[:2]
     last = batches >= spec.slots - 1  # the last free slot takes everything, once the input is final
     one_unit = spec.first_unit and batches == 0  # for the cost model's intercept
     take = tuple(waiting if last else waiting[: 1 if one_unit else spec.max_batch])
@@ -99,7 +97,7 @@ def decide(
     ).one_or_none()
     if holder is not None:
         action = SlotAction.RUN if holder.slot == spec.slot else SlotAction.WAIT  # run: this slot registered already
-        return SlotDecision(action, BatchReason(holder.reason), take, processed, batches, far)
+        return SlotDecision(action, BatchReason(holder.reason), take, processed, batches)
     window = spec.window_input
     start, end = window.window_start.timestamp(), window.window_end.timestamp()
     min_batch = 1 if one_unit else spec.min_batch
@@ -117,13 +115,13 @@ def decide(
             input_late=now >= late_at,
         )
     if reason is None:
-        return SlotDecision(SlotAction.WAIT, None, take, processed, batches, far)
+        return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     if spec.slot in cut_by:  # it has had a turn: it waits until nothing is left, then skips
-        return SlotDecision(SlotAction.WAIT, None, take, processed, batches, far)
+        return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     if spec.slot != turn(spec.slots, cut_by) and patience > 0:
         since = max(eligible_since(selection, waiting, min_batch, late_at, now), turn_began(session, spec))
         if now < since + patience:
-            return SlotDecision(SlotAction.WAIT, None, take, processed, batches, far)
+            return SlotDecision(SlotAction.WAIT, None, take, processed, batches)
     return SlotDecision(SlotAction.RUN, reason, take, processed, batches)
 
 

@@ -278,14 +278,3 @@ def test_a_failed_batch_is_retried_by_its_own_slot(world: tuple[str, DynamicSlot
     assert (decision.action, decision.reason) == (SlotAction.RUN, BatchReason.RETRY)
     other = at(url, spec, seen, 10, slot=1)  # the files are taken: another slot has nothing to run
     assert (other.action, other.take) == (SlotAction.WAIT, ())
-
-
-def test_a_slot_is_far_from_its_turn_two_turns_ahead_or_after_its_own(world: tuple[str, DynamicSlot]) -> None:
-    """What lets a far slot's trigger look less often while the window is open."""
-    url, spec = world
-    seen = listing(0)  # under MinBatch: every slot waits
-    assert [at(url, spec, seen, 2, slot=slot).far for slot in range(spec.slots)] == [False, False, True, True]
-    cut(url, spec, 0, [0])
-    with session_scope(url) as s:
-        store.finish_batch(s, spec.window_id, 0, T0, T0 + timedelta(seconds=2), 1, 1.0, "/out/0")
-    assert [at(url, spec, seen, 3, slot=slot).far for slot in range(spec.slots)] == [True, False, False, True]

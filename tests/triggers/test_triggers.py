@@ -24,10 +24,10 @@ from airflow_iqp.planning.record import PlanRecord, ReplanNote
 from airflow_iqp.runtime.ahead import START_AHEAD
 from airflow_iqp.runtime.descriptors import DynamicSlot, StaticBatch, descriptor
 from airflow_iqp.runtime.inputs import ORIGIN, InputSpec, files_by_stream
-from airflow_iqp.runtime.slots import SlotAction, SlotDecision
+from airflow_iqp.runtime.slots import SlotAction
 from airflow_iqp.streams.spec import FileStream
 from airflow_iqp.streams.watch import LOOK_TTL
-from airflow_iqp.triggers.batch_ready import FAR_LOOKS, FAR_POLL_MAX, BatchReadyTrigger
+from airflow_iqp.triggers.batch_ready import OPEN_LOOKS, OPEN_POLL_MAX, BatchReadyTrigger
 from airflow_iqp.triggers.grant import GRANT_DUE, GrantTrigger
 from airflow_iqp.triggers.partial_start import AHEAD, PartialStartTrigger
 from airflow_iqp.triggers.window_input import WindowInputTrigger
@@ -251,22 +251,23 @@ def test_grant_trigger_reports_a_decided_request_or_a_due_grant(ledger: tuple[st
     assert first_event(trigger) == {"request_id": request, "state": "granted"}
 
 
-def test_a_slot_far_from_its_turn_looks_less_often_until_its_window_closes(tmp_path: Path) -> None:
+def test_a_slot_looks_less_often_until_its_window_closes_and_once_at_the_close(tmp_path: Path) -> None:
     opened = datetime(2026, 1, 1, tzinfo=UTC)  # the pauses are worked out for a given now
     stream = FileStream(str(tmp_path / "sales"))
 
-    def slot(window: timedelta) -> BatchReadyTrigger:
+    def slot(window: timedelta, start: datetime = opened) -> BatchReadyTrigger:
         spec = DynamicSlot(
-            window_id=1, slot=3, slots=5, input=InputSpec.of({"sales": stream}, opened, window).to_dict(),
+            window_id=1, slot=3, slots=5, input=InputSpec.of({"sales": stream}, start, window).to_dict(),
             expected_files=4, min_batch=2, max_batch=4,
         )  # fmt: skip
         return BatchReadyTrigger(spec.to_dict(), poll_interval=1.0)
 
     now = opened.timestamp() + 60.0  # on a wall-clock multiple of every interval here
-    waiting, far = SlotDecision(SlotAction.WAIT), SlotDecision(SlotAction.WAIT, far=True)
     ten_minutes = slot(timedelta(minutes=10))
-    assert ten_minutes.pause(waiting, now) == 1.0
-    assert ten_minutes.pause(far, now) == 600 / FAR_LOOKS  # 5 s
-    assert ten_minutes.pause(far, now + 600 - 60 + 0.25) == 0.75  # closed: every interval again
-    assert slot(timedelta(hours=10)).pause(far, now) == FAR_POLL_MAX
-    assert slot(timedelta(minutes=1)).pause(far, now) == 1.0  # never more often than the interval
+    assert ten_minutes.pause(now) == 600 / OPEN_LOOKS  # 5 s
+    close = opened.timestamp() + 600
+    assert ten_minutes.pause(close + 0.25) == 0.75  # closed: every interval again
+    off_the_beat = slot(timedelta(minutes=10), opened + timedelta(seconds=3))  # closes 3 s past a 5 s multiple
+    assert off_the_beat.pause(close + 2) == pytest.approx(1.0)  # the next look is at its close, not 2 s after
+    assert slot(timedelta(hours=10)).pause(now) == OPEN_POLL_MAX
+    assert slot(timedelta(minutes=1)).pause(now) == 1.0  # never more often than the interval
