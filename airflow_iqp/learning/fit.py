@@ -4,7 +4,10 @@ Weighted least squares over a few knots (the planner pays one binary per segment
 segments), then made non-decreasing by pooling adjacent violators: `PiecewiseLinearCost` and
 the planner need a cost that never falls as a batch grows, while noisy timings sometimes do.
 Weights let recent timings count more than old ones (`airflow_iqp.learning.cost`); without
-weights every point counts the same, which is what `iqp fit-cost-model` wants.
+weights every point counts the same, which is what `iqp fit-cost-model` wants. The squares are
+then of relative errors: timings are noisy in proportion to their length, and in absolute
+seconds a few long batches pull the short-batch knots off by more than the noise. Each point is
+weighted by its first fit's prediction, not its own time, which would favour the lucky ones.
 """
 
 from __future__ import annotations
@@ -85,6 +88,15 @@ def pool_adjacent_violators(values: NDArray[np.float64], weights: NDArray[np.flo
     return np.array([mean for mean, _, count in blocks for _ in range(count)])
 
 
+def _monotone_least_squares(
+    design: NDArray[np.float64], y: NDArray[np.float64], w: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Knot values minimising the weighted squares, then pooled non-decreasing and >= 0."""
+    root = np.sqrt(w)
+    values, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
+    return np.maximum(pool_adjacent_violators(np.asarray(values, dtype=np.float64), w @ design + 1e-9), 0.0)
+
+
 def fit_piecewise(
     xs: Sequence[float] | NDArray[np.float64],
     ys: Sequence[float] | NDArray[np.float64],
@@ -108,9 +120,8 @@ def fit_piecewise(
         predicted = np.full_like(y, values[0])
     else:
         design = hat_matrix(x, knots)
-        root = np.sqrt(w)
-        values, *_ = np.linalg.lstsq(design * root[:, None], y * root, rcond=None)
-        values = np.maximum(pool_adjacent_violators(values, w @ design + 1e-9), 0.0)
+        first = design @ _monotone_least_squares(design, y, w)
+        values = _monotone_least_squares(design, y, w / np.maximum(first, MIN_SECONDS) ** 2)
         predicted = design @ values
     relative = np.abs(predicted - y) / np.maximum(y, 1e-9)
     return Fit(
