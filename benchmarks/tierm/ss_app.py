@@ -5,14 +5,16 @@ CPU and memory are the application's): the streaming side of Tier M.
 
 The Tier S worker (`benchmarks.ssbench.worker`) runs one query; this runs every query of the spec
 in one Spark session, each as its own streaming query over the shared landing directory, with the
-same trigger: `default`, `processingTime` (`interval_s`) or `availableNow` (all started at the
-window close). A query Spark refuses to stream is reported as refused and the others go on. It
-speaks the worker's JSON lines: `ready`, then the window from stdin, then one `result` holding
+same trigger: `default`, `processingTime` (`interval_s`) or `availableNow` (started at the window
+close, one after another: twelve window-sized first batches at once ran the driver out of heap).
+A query Spark refuses to stream is reported as refused and the others go on. It speaks the
+worker's JSON lines: `ready`, then the window from stdin, then one `result` holding
 every query's rows, ready time and progress summary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
@@ -21,6 +23,8 @@ import time
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pyspark.errors import StreamingQueryException
 
 from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
@@ -188,12 +192,15 @@ def run(spec: dict[str, Any], messages: Messages) -> None:
     trigger, interval = spec["trigger"], spec["interval_s"]
 
     def start_all() -> None:
-        # One at a time, since each rebinds the stream views; with availableNow none waits for its
-        # end here, so the application's queries run at once, as a continuous trigger's do.
+        # Started one at a time, since each rebinds the stream views; with availableNow each runs
+        # to its end before the next starts (its failure is read from its handle below).
         for query in queries:
             query.start(spark, views, trigger, interval, workdir / "checkpoints" / query.name, wait=False)
             if query.handle is not None:
                 progress.started(query.sink_name, str(query.handle.id))
+                if trigger == "availableNow":
+                    with contextlib.suppress(StreamingQueryException):
+                        query.handle.awaitTermination()
 
     if trigger != "availableNow":
         start_all()
