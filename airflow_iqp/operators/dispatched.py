@@ -160,16 +160,26 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
         seconds it ran once its session was open.
         """
         opening = time.perf_counter()
-        with ConnectJob(connect_url(self._conn_id), tag(keeper.lease)) as job:
+        shared, last = self.connect_session() or (None, True)
+        with ConnectJob(connect_url(self._conn_id), tag(keeper.lease), shared, last) as job:
             began = time.perf_counter()
             opened = began - opening
-            self.log.info("Spark Connect session %s opened in %.2f s, tagged %s", job.session_id, opened, job.tag)
+            whose = "the window's" if job.shared else "its own"
+            self.log.info(
+                "Spark Connect session %s (%s) opened in %.2f s, tagged %s", job.session_id, whose, opened, job.tag
+            )
             self._running = job
             try:
                 job.run(spec, before_commit=keeper.confirm)
             finally:
                 self._running = None
             return time.perf_counter() - began
+
+    def connect_session(self) -> tuple[str, bool] | None:
+        """On Spark Connect, the window's session this task's job runs in (`connect.window_session`)
+        and whether the job is the window's last, which releases it; None: a session of its own.
+        """
+        return None
 
     def _load_client(self) -> None:
         """On Spark Connect, import the client before this task can be granted: about a second in

@@ -18,6 +18,7 @@ from airflow_iqp.operators.window import JOBS_DIR, merge_spec, run_window, spark
 from airflow_iqp.results.publish import publish
 from airflow_iqp.runtime.costs import observe, planning_model
 from airflow_iqp.runtime.sizing import merge_costs
+from airflow_iqp.spark.connect import window_session
 from airflow_iqp.spark.jobs.output import read_marker
 
 if TYPE_CHECKING:
@@ -87,6 +88,10 @@ class FinalMergeOperator(DispatchedSparkSubmitOperator):
         self.log.info("window %d was merged by an earlier attempt: %s", window.id, window.result_uri)
         context["ti"].xcom_push(key="output_location", value=window.result_uri)
         return window.result_uri
+
+    def connect_session(self) -> tuple[str, bool]:
+        """See the base class: the window's session, which the merge, its last job, releases."""
+        return window_session(self.dag_id, int(self.window_id)), True
 
     def resource_request(self, context: Context) -> ResourceRequest:
         """See `merge_request`."""

@@ -42,6 +42,7 @@ from airflow_iqp.runtime.inputs import files_by_stream, untaken
 from airflow_iqp.runtime.replan import replan_window
 from airflow_iqp.runtime.sizing import file_costs, merge_costs
 from airflow_iqp.runtime.slots import SlotAction, decide
+from airflow_iqp.spark.connect import window_session
 from airflow_iqp.spark.jobs.inputs import CorruptFile
 from airflow_iqp.spark.jobs.inputs import CorruptInput as UnreadableInput
 from airflow_iqp.spark.jobs.output import read_marker
@@ -111,6 +112,10 @@ class PartialAggregateOperator(DispatchedSparkSubmitOperator):
             batches = store.window_summary(session, self.window_id).batches
         mine = [b for b in batches if work.is_mine(b) and b.status == BatchStatus.DONE]
         return mine[0].output_location if mine else None
+
+    def connect_session(self) -> tuple[str, bool]:
+        """See the base class: the window's session, left open for its next batch and its merge."""
+        return window_session(self.dag_id, self.window_id), False
 
     def set_label(self, context: Context, text: str | None = None) -> None:
         """The map index label; every entry point sets one, or rendering it fails the task."""

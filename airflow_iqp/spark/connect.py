@@ -1,8 +1,16 @@
-"""One job on a Spark Connect server: its own session, tagged, interruptible from another thread.
+"""One job on a Spark Connect server: in a session of its own or its window's, tagged,
+interruptible from another thread.
 
-Every attempt of a job gets a new server-side session (a fresh `session_id` in the URL), so
-nothing of an earlier attempt (temp views, SQL confs) leaks into it, and `stop()` releases
-exactly that session. The session's operations carry the job's tag; `interrupt()` cancels
+A job attempt gets a new server-side session (a fresh `session_id` in the URL), released when
+it ends, unless it is given its window's session (`window_session`): then the window's jobs
+run one after another in one server-side session, which the window's last job (its merge)
+releases. A session of its own costs the server about 0.6 CPU-s more per job (its session state
+built again, the file listings of its static tables made again; `benchmarks/connect_overhead.py
+--cpu`), and a dynamic window runs many small jobs. Nothing of one job is left for the next in
+a shared session: the jobs bind their inputs as DataFrame parameters of the query, not as temp
+views, and set no SQL confs. A window whose session was released already (a job cleared after
+the merge) or dropped by the server when idle gets a session of its own.
+The session's operations carry the job's tag; `interrupt()` cancels
 them from any thread (the lease keeper calls it when the lease is lost). Tags are
 thread-local in the client, so the job must run in the thread that opened the session.
 A server that does not answer fails the job at once (the client would retry for ten minutes,
@@ -28,12 +36,14 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from pyspark.sql import SparkSession
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
 
     from airflow_iqp.spark.jobs.spec import MergeSpec, PartialSpec
 
 
 DEFAULT_PORT = 15002  # the Connect client's, when the URL names none
 PROBE_SECONDS = 5.0
+SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"  # the server's error for a released or expired session
 
 
 class ConnectServerDown(IqpError):
@@ -84,15 +94,24 @@ def session_url(base: str, session_id: str) -> str:
     return f"{base};session_id={session_id}"
 
 
+def window_session(dag_id: str, window_id: int) -> str:
+    """The session id every Connect job of the window shares (the same in every task process)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"airflow-iqp:{dag_id}:{window_id}"))
+
+
 class ConnectJob:
     """A Connect session for one job attempt, as a context manager: `with ConnectJob(url, tag)
-    as job: partial_job.run(spec, job.spark, ...)`.
+    as job: partial_job.run(spec, job.spark, ...)`. With `shared` (a `window_session`), the job
+    runs in the window's session and leaves it open for the window's next job, unless `last`.
     """
 
-    def __init__(self, url: str, tag: str) -> None:
-        self.session_id = str(uuid.uuid4())
+    def __init__(self, url: str, tag: str, shared: str | None = None, last: bool = False) -> None:
+        self.base = url
+        self.session_id = shared or str(uuid.uuid4())
         self.url = session_url(url, self.session_id)
         self.tag = tag
+        self.shared = shared is not None
+        self.release = not self.shared or last  # whether leaving releases the session on the server
         self._spark: SparkSession | None = None
 
     @property
@@ -108,6 +127,11 @@ class ConnectJob:
 
         spark = ConnectSession.builder.remote(self.url).create()
         try:
+            if self.shared and not _open(spark):  # the window's session is gone: one of its own
+                spark.client.close()
+                self.session_id, self.shared, self.release = str(uuid.uuid4()), False, True
+                self.url = session_url(self.base, self.session_id)
+                spark = ConnectSession.builder.remote(self.url).create()
             spark.addTag(self.tag)
         except BaseException:
             spark.stop()
@@ -137,5 +161,24 @@ class ConnectJob:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         spark, self._spark = self._spark, None
-        if spark is not None:
+        if spark is None:
+            return
+        if self.release:
             spark.stop()  # releases this session only; other jobs' sessions on the server go on
+        else:
+            spark.client.close()  # the window's next job opens it again
+
+
+def _open(spark: ConnectSession) -> bool:
+    """Whether the server still holds the session (one round trip); False if it was released
+    or expired, any other failure raised.
+    """
+    from pyspark.errors import PySparkException
+
+    try:
+        _ = spark.version  # asks the server
+    except PySparkException as err:
+        if err.getCondition() == SESSION_CLOSED:
+            return False
+        raise
+    return True

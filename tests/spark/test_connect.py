@@ -1,5 +1,5 @@
-"""The jobs on a real Spark Connect server, each in a session of its own as the operator runs
-them: the same batches give the same outputs as in a classic session, unreadable files are
+"""The jobs on a real Spark Connect server, each in a session of its own or its window's as the
+operators run them: the same batches give the same outputs as in a classic session, unreadable files are
 named, a failed commit check leaves nothing, and a job whose lease is lost is interrupted on the
 server and commits nothing.
 """
@@ -111,6 +111,25 @@ def test_each_attempt_gets_a_session_of_its_own(connect_server: ConnectServer) -
     with ConnectJob(connect_server.url_with_token, "iqp-b") as second:
         assert second.session_id != first_id
         assert not second.spark.catalog.tableExists("leftover")
+
+
+def test_a_windows_jobs_share_one_session_which_its_last_job_releases(connect_server: ConnectServer) -> None:
+    """A window's jobs run in its session, left open between them; after its last job released
+    it, a job of the window (cleared and run again) runs in a session of its own.
+    """
+    shared = connect.window_session("iqp_test_dag", 7)
+    assert shared == connect.window_session("iqp_test_dag", 7) != connect.window_session("iqp_test_dag", 8)
+    with ConnectJob(connect_server.url_with_token, "iqp-a", shared) as first:
+        assert (first.session_id, first.shared) == (shared, True)
+        first.spark.range(3).createOrReplaceTempView("kept")
+    with ConnectJob(connect_server.url_with_token, "iqp-b", shared, last=True) as merge:
+        assert (merge.session_id, merge.shared) == (shared, True)
+        assert merge.spark.catalog.tableExists("kept")  # the same session on the server
+    with ConnectJob(connect_server.url_with_token, "iqp-c", shared) as again:
+        assert again.session_id != shared
+        assert not again.shared
+        assert not again.spark.catalog.tableExists("kept")
+        assert again.spark.range(2).count() == 2
 
 
 def test_a_corrupt_csv_file_is_named_on_connect(
