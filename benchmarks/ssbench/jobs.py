@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -169,9 +170,11 @@ def session(conf: Mapping[str, str], app: str = "iqp-vs-structured-streaming") -
 
 
 class SparkConnect:
-    """A Connect session of its own per job on a server started here, with the benchmark's conf:
-    the master and driver memory at the server's start (the UI keys the server sets alike), the
-    `spark.sql.*` keys in each job's session before the job runs.
+    """One Connect session per window, as the tasks share their window's (`connect.window_session`),
+    on a server started here with the benchmark's conf: the master and driver memory at the
+    server's start (the UI keys the server sets alike), the `spark.sql.*` keys in the session
+    before each job runs. A merge ends its window: it releases the session, and the next job
+    opens a new window's.
     """
 
     warm_spark = True
@@ -188,29 +191,31 @@ class SparkConnect:
             driver_memory=conf["spark.driver.memory"],
         )
         self.spark_pids = frozenset({self.server.pid})
+        self.window = str(uuid.uuid4())
 
     def partial(self, batch: Batch, output: Path) -> None:
         from airflow_iqp.spark.jobs import partial_job
 
         spec = partial_spec(self.query, self.source, batch, output)
-        with self._session() as spark:
+        with self._session(last=False) as spark:
             partial_job.run(spec, spark)
 
     def merge(self, partials: Sequence[Path], output: Path) -> None:
         from airflow_iqp.spark.jobs import merge_job
 
         spec = merge_spec(self.query, partials, output)
-        with self._session() as spark:
+        with self._session(last=True) as spark:
             merge_job.run(spec, spark)
+        self.window = str(uuid.uuid4())
 
     def close(self) -> None:
         connect_server.stop(self.state_dir)
 
     @contextmanager
-    def _session(self) -> Iterator[SparkSession]:
+    def _session(self, last: bool) -> Iterator[SparkSession]:
         from airflow_iqp.spark.connect import ConnectJob
 
-        with ConnectJob(self.server.url_with_token, CONNECT_TAG) as job:
+        with ConnectJob(self.server.url_with_token, CONNECT_TAG, self.window, last) as job:
             for key, value in self.session_conf.items():
                 job.spark.conf.set(key, value)
             yield job.spark
