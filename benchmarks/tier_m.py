@@ -12,8 +12,7 @@ Systems, each on its own fresh replay of the same generated stream:
   the same Airflow and Connect server;
 - SS-default, SS-pt (processing time span / 7.5), SS-once (availableNow at the window close):
   one Structured Streaming application running the 13 queries.
-Deadlines: window end + 10 s + delta x the cumulative single-batch costs (benchmarks/tierm/deadlines.py),
-by cost models fitted on the stream (`--quick`: the packaged ones), which ours plans with too.
+Deadlines: window end + 10 s + delta x the cumulative single-batch costs (benchmarks/tierm/deadlines.py).
 Cost: CPU-seconds over the span of every process a system needs (ours and one-shot: the Connect
 server, each Airflow process, the task processes, Airflow's metadata database and the ledger's,
 reported apart; streaming: its whole application). Results are checked against one Spark SQL pass.
@@ -31,7 +30,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from airflow_iqp.example_files import example_dir
 from airflow_iqp.queries import load_query
 from benchmarks.ssbench import producer
 from benchmarks.ssbench.spark_worker import batch_truth
@@ -53,9 +51,7 @@ QUICK = {"span": 30.0, "files": 15}
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--quick",
-        action="store_true",
-        help=f"a short window: {QUICK['span']:g} s, {QUICK['files']} files, the packaged cost models",
+        "--quick", action="store_true", help=f"a short window: {QUICK['span']:g} s, {QUICK['files']} files"
     )
     parser.add_argument("--span", type=float, default=1200.0, help="the window, in seconds of real time")
     parser.add_argument("--files", type=int, default=600, help="files per stream over the window")
@@ -96,11 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = producer.ensure_stream(source, scale, args.files)
     log(f"stream: {source} ({args.files} files, scale {scale:g}, span {args.span:g} s)")
     rows = {q: sum(f.rows for s in _streams(q) for f in manifest.streams[s]) for q in queries}
-    models = (
-        packaged_models(queries)
-        if args.quick
-        else fitted_models(source, queries, source.parent / f"{source.name}-models")
-    )
+    models = fitted_models(source, queries, source.parent / f"{source.name}-models")
     costs = {q: single_batch_cost(models[q], rows[q]) for q in queries}
     deadlines = {"tight": deadline_offsets(costs, queries, tight), "loose": deadline_offsets(costs, queries, loose)}
     recorded = {r.config: r for r in load_runs(out / "runs.jsonl")}
@@ -153,14 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     print(tables)
     log(f"{len(runs)} runs in {time.monotonic() - began:.0f} s; rows and tables in {out}")
     return 0
-
-
-def packaged_models(queries: tuple[str, ...]) -> dict[str, Path]:
-    """The packaged cost models (another machine's Connect timings at scale 0.01): `--quick`
-    plans and sets its deadlines with them, since fitting 13 models on its stream first took
-    about 35 s each here, most of the 10 minutes the quick form has.
-    """
-    return {q: example_dir("cost_models") / f"{q}.json" for q in queries}
 
 
 def _streams(query: str) -> tuple[str, ...]:
