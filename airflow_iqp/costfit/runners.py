@@ -4,8 +4,9 @@ Every runner calls the very jobs the scheduler runs (`partial_job`, `merge_job`)
 is fitted to the work that will be planned, output commit included.
 `InProcessRunner` times the job alone in one shared session; `SubmitRunner` times the whole
 `spark-submit` process, since JVM and session start-up are paid by every batch on that path;
-`ConnectRunner` runs a job as the operator runs it on Spark Connect, in a session of its own on
-the server, and times it as the task records its cost: from the open session to the commit.
+`ConnectRunner` runs a job as the operator runs it on Spark Connect, though in a session of its
+own on the server (a task's job runs in its window's, which the server has set up already), and
+times it as the task records its cost: from the open session to the commit.
 """
 
 from __future__ import annotations

@@ -156,8 +156,8 @@ class DispatchedSparkSubmitOperator(SparkSubmitOperator):
             self._running = None
 
     def _run_on_connect(self, spec: PartialSpec | MergeSpec, keeper: LeaseKeeper) -> float:
-        """The job in this thread, in a Connect session of its own, tagged with its lease; the
-        seconds it ran once its session was open.
+        """The job in this thread, in its window's Connect session or one of its own
+        (`connect_session`), tagged with its lease; the seconds it ran once its session was open.
         """
         opening = time.perf_counter()
         shared, last = self.connect_session() or (None, True)

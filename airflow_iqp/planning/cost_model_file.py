@@ -2,7 +2,7 @@
 
 The file holds what was measured and the fitted piecewise-linear models for each execution
 path (`in_process`: one shared Spark session; `spark_submit`: one application per batch;
-`spark_connect`: a session of its own per job on a Spark Connect server), each with a
+`spark_connect`: jobs on a Spark Connect server, timed each in a session of its own), each with a
 `partial` model (seconds by tuples in a batch) and a `merge` model (seconds by number of
 partials).
 """
