@@ -26,7 +26,6 @@ import argparse
 import sys
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -129,15 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             services.stop()
     if pending:
         computing.join()
-    streaming = [s for s in pending if s in TRIGGERS]
-    # --quick runs the streaming applications side by side, each measured on its own process tree:
-    # one after another they took about five of its minutes (a JVM start and warm-up each).
-    with ThreadPoolExecutor(max_workers=max(1, len(streaming)) if args.quick else 1) as pool:
-        for config, found in zip(
-            streaming,
-            pool.map(lambda c: _logged(c, partial(run_streaming, c, stream, out / c, last), queries, out), streaming),
-        ):
-            recorded[config] = found
+    for config in (s for s in pending if s in TRIGGERS):
+        recorded[config] = _logged(config, partial(run_streaming, config, stream, out / config, last), queries, out)
     runs = [recorded[s] for s in systems]
     tables = "\n\n".join(
         [
