@@ -50,8 +50,9 @@ class FakeJob:
 
     opened: list = field(default_factory=list)
 
-    def __call__(self, url, tag):
-        self.opened.append({"url": url, "tag": tag, "spark": FakeSpark(FakeConf()), "open": False})
+    def __call__(self, url, tag, shared, last):
+        session = {"url": url, "tag": tag, "shared": shared, "last": last}
+        self.opened.append({**session, "spark": FakeSpark(FakeConf()), "open": False})
         return self
 
     def __enter__(self):
@@ -93,12 +94,16 @@ def test_connect_starts_its_server_with_the_shared_conf_and_names_it_as_the_spar
     assert path.warm_spark  # the server outlives the jobs: warmed up before the window like in_process
 
 
-def test_connect_runs_each_job_in_a_session_of_its_own_with_the_sql_conf(connect_path, tmp_path):
+def test_connect_runs_a_windows_jobs_in_its_session_with_the_sql_conf(connect_path, tmp_path):
     path, _, stopped, job, runs = connect_path
-    path.partial({"lineitem": [tmp_path / "a.parquet"]}, tmp_path / "work" / "batch-0000")
-    path.merge([tmp_path / "work" / "batch-0000"], tmp_path / "work" / "result")
-    assert [kind for kind, _, _ in runs] == ["partial", "merge"]
-    assert len(job.opened) == 2
+    for window in ("w0", "w1"):
+        path.partial({"lineitem": [tmp_path / "a.parquet"]}, tmp_path / window / "batch-0000")
+        path.merge([tmp_path / window / "batch-0000"], tmp_path / window / "result")
+    assert [kind for kind, _, _ in runs] == ["partial", "merge"] * 2
+    assert len(job.opened) == 4
+    sessions = [s["shared"] for s in job.opened]
+    assert sessions[0] == sessions[1] != sessions[2] == sessions[3]  # one session per window
+    assert [s["last"] for s in job.opened] == [False, True] * 2  # the merge releases it
     assert all(s["url"].endswith(";token=t0k") and s["tag"] == jobs.CONNECT_TAG for s in job.opened)
     sql_conf = {k: v for k, v in SPARK_CONF.items() if k.startswith("spark.sql.")}
     assert all(s["spark"].conf.values == sql_conf for s in job.opened)
