@@ -4,7 +4,7 @@ interruptible from another thread.
 A job attempt gets a new server-side session (a fresh `session_id` in the URL), released when
 it ends, unless it is given its window's session (`window_session`): then the window's jobs
 run one after another in one server-side session, which the window's last job (its merge)
-releases. A session of its own costs the server about 0.6 CPU-s more per job (its session state
+releases. A session of its own costs the server 0.3-0.65 CPU-s more per job (its session state
 built again, the file listings of its static tables made again; `benchmarks/connect_overhead.py
 --cpu`), and a dynamic window runs many small jobs. Nothing of one job is left for the next in
 a shared session: the jobs bind their inputs as DataFrame parameters of the query, not as temp
