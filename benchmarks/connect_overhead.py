@@ -176,19 +176,22 @@ def cpu_main(args: argparse.Namespace, source: Any, env: dict[str, str]) -> int:
                 measure_job(warm, url, pid, env)
             idle = idle_rate(pid)
 
-            def jobs(kind: str) -> Any:
-                if kind == "whole":
-                    return measure_job(whole, url, pid, env)
-                window = str(uuid.uuid4())
-                own = kind == "own"
+            def one_file_jobs(window: str | None) -> list[dict[str, float]]:
+                """Each one-file partial in a session of its own, or all in `window`'s."""
+                last = len(singles) - 1
                 return [
-                    measure_job(s, url, pid, env, None if own else (window, k == files - 1))
+                    measure_job(s, url, pid, env, None if window is None else (window, k == last))
                     for k, s in enumerate(singles)
                 ]
 
+            runs = {
+                "whole": lambda: measure_job(whole, url, pid, env),
+                "own": lambda: one_file_jobs(None),
+                "window": lambda: one_file_jobs(str(uuid.uuid4())),
+            }
             for i in range(args.repeat):
                 order = ("own", "window", "whole") if i % 2 else ("whole", "window", "own")
-                rounds.append({kind: jobs(kind) for kind in order})
+                rounds.append({kind: runs[kind]() for kind in order})
                 print(f"round {i + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     load = os.getloadavg()[0]
 

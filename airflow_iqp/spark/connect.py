@@ -111,8 +111,13 @@ class ConnectJob:
         self.url = session_url(url, self.session_id)
         self.tag = tag
         self.shared = shared is not None
-        self.release = not self.shared or last  # whether leaving releases the session on the server
+        self.last = last
         self._spark: SparkSession | None = None
+
+    @property
+    def release(self) -> bool:
+        """Whether leaving releases the session on the server: its own, or its window's last job."""
+        return not self.shared or self.last
 
     @property
     def spark(self) -> SparkSession:
@@ -129,7 +134,7 @@ class ConnectJob:
         try:
             if self.shared and not _open(spark):  # the window's session is gone: one of its own
                 spark.client.close()
-                self.session_id, self.shared, self.release = str(uuid.uuid4()), False, True
+                self.session_id, self.shared = str(uuid.uuid4()), False
                 self.url = session_url(self.base, self.session_id)
                 spark = ConnectSession.builder.remote(self.url).create()
             spark.addTag(self.tag)
